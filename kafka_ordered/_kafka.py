@@ -1,0 +1,182 @@
+"""Thin I/O helpers over confluent-kafka shared by every component."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from .errors import (
+    BrokerUnavailableError,
+    KafkaOrderedError,
+    UnknownTopicError,
+    UnsupportedBrokerApiError,
+)
+
+TP = Tuple[str, int]
+
+_UNAVAILABLE = {
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TIMED_OUT,
+    KafkaError._RESOLVE,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.BROKER_NOT_AVAILABLE,
+}
+_UNSUPPORTED = {KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION, KafkaError.INVALID_REQUEST}
+_UNKNOWN_TOPIC = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+
+
+def error_of(e: BaseException) -> Optional[KafkaError]:
+    if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
+        return e.args[0]
+    if isinstance(e, KafkaError):
+        return e
+    return None
+
+
+def translate(e: BaseException, what: str, *, api: Optional[str] = None) -> KafkaOrderedError:
+    """A :class:`KafkaOrderedError` subclass for a confluent-kafka failure of
+    ``what``, keeping the error code (raise it ``from e``)."""
+    err = error_of(e)
+    code = err.code() if err is not None else None
+    text = err.str() if err is not None else str(e)
+    if code in _UNAVAILABLE:
+        return BrokerUnavailableError(f"{what}: broker unavailable ({text}); check bootstrap.servers", code=code)
+    if code in _UNKNOWN_TOPIC:
+        return UnknownTopicError(f"{what}: {text}", code=code)
+    if code in _UNSUPPORTED:
+        return UnsupportedBrokerApiError(
+            f"{what}: the broker does not support the {api or 'required'} API ({text})", api=api or "unknown", code=code
+        )
+    return KafkaOrderedError(f"{what}: {text}", code=code)
+
+
+def new_admin(conn: Mapping[str, Any]) -> AdminClient:
+    return AdminClient({**conn, "log_level": conn.get("log_level", 3)})
+
+
+def partition_count(admin: AdminClient, topic: str, timeout: float) -> int:
+    """Physical partition count of ``topic``; raises ``UnknownTopicError`` or
+    ``BrokerUnavailableError``."""
+    try:
+        # Asking for one topic by name lets some brokers auto-create it.
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as e:
+        raise translate(e, f"reading metadata of {topic}") from e
+    tm = md.topics.get(topic)
+    if tm is None or (tm.error is not None and tm.error.code() in _UNKNOWN_TOPIC) or not tm.partitions:
+        raise UnknownTopicError(f"topic {topic} does not exist", code=KafkaError.UNKNOWN_TOPIC_OR_PART)
+    if tm.error is not None:
+        raise translate(KafkaException(tm.error), f"reading metadata of {topic}")
+    return len(tm.partitions)
+
+
+def topic_exists(admin: AdminClient, topic: str, timeout: float) -> bool:
+    try:
+        partition_count(admin, topic, timeout)
+        return True
+    except UnknownTopicError:
+        return False
+
+
+class OffsetReader:
+    """Reads true log-end offsets and log-start offsets.
+
+    End offsets come from the high watermark of Fetch responses requested
+    after the call starts: correct on every broker, including those whose
+    ListOffsets(latest) is wrong after multi-record batches (Tansu). Not
+    thread-safe; one instance per caller thread.
+    """
+
+    def __init__(self, conn: Mapping[str, Any], timeout: float = 10.0) -> None:
+        self.timeout = timeout
+        self._conn = dict(conn)
+        self._consumer: Optional[Consumer] = None
+        self._admin: Optional[AdminClient] = None
+        self._lock = threading.Lock()
+
+    def _get_consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(
+                {
+                    **self._conn,
+                    "group.id": f"kafka-ordered-offsets-{uuid.uuid4().hex[:8]}",
+                    "enable.auto.commit": False,
+                    "enable.partition.eof": True,
+                    "fetch.wait.max.ms": 1,
+                    "fetch.max.bytes": 1 << 20,
+                    "max.partition.fetch.bytes": 1 << 18,
+                    "log_level": self._conn.get("log_level", 3),
+                }
+            )
+        return self._consumer
+
+    def warm_up(self) -> None:
+        """Connect now so the first read is fast."""
+        try:
+            self._get_consumer().list_topics(timeout=self.timeout)
+        except KafkaException as e:
+            raise translate(e, "connecting the offset reader") from e
+
+    def end_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        """The log-end offset (high watermark) of each partition, from fetches
+        sent after this call began. Raises ``BrokerUnavailableError`` on timeout."""
+        want = sorted(set(tps))
+        if not want:
+            return {}
+        with self._lock:
+            c = self._get_consumer()
+            deadline = time.monotonic() + (timeout or self.timeout)
+            c.assign([TopicPartition(t, p, OFFSET_END) for t, p in want])
+            ends: Dict[TP, int] = {}
+            try:
+                while len(ends) < len(want):
+                    if time.monotonic() > deadline:
+                        missing = [tp for tp in want if tp not in ends]
+                        raise BrokerUnavailableError(f"no fetch response for {missing[:5]} within the timeout")
+                    for m in c.consume(1000, 0.005):
+                        err = m.error()
+                        if err is None:
+                            continue
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            ends[(m.topic(), m.partition())] = m.offset()
+                        elif err.code() in _UNKNOWN_TOPIC:
+                            raise UnknownTopicError(f"{m.topic()}: {err.str()}", code=err.code())
+                        elif err.fatal() or not err.retriable():
+                            raise translate(KafkaException(err), "reading end offsets")
+                for tp in want:
+                    _, hw = c.get_watermark_offsets(TopicPartition(*tp), cached=True)
+                    if hw is not None and hw > ends[tp]:
+                        ends[tp] = hw
+            finally:
+                c.unassign()
+            return ends
+
+    def start_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        """The log-start offset of each partition (ListOffsets earliest)."""
+        want = sorted(set(tps))
+        if not want:
+            return {}
+        if self._admin is None:
+            self._admin = new_admin(self._conn)
+        try:
+            fs = self._admin.list_offsets(
+                {TopicPartition(t, p): OffsetSpec.earliest() for t, p in want},
+                request_timeout=timeout or self.timeout,
+            )
+            return {(tp.topic, tp.partition): f.result().offset for tp, f in fs.items()}
+        except KafkaException as e:
+            raise translate(e, "reading log-start offsets", api="ListOffsets") from e
+
+    def close(self) -> None:
+        c, self._consumer = self._consumer, None
+        if c is not None:
+            c.close()
+        self._admin = None
