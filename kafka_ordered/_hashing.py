@@ -43,73 +43,81 @@ def crc32(key: bytes) -> int:
 SCALAR: Dict[str, Callable[[bytes], int]] = {"murmur2": murmur2, "murmur3": murmur3, "crc32": crc32}
 
 
-def _padded_words(keys: Sequence[bytes], lens: np.ndarray) -> np.ndarray:
-    """The keys as little-endian uint32 words, one row per key, zero padded so
-    that every row has at least one word past its last full block."""
-    lo, hi = int(lens.min()), int(lens.max())
-    width = (hi // 4 + 1) * 4
-    n = len(keys)
-    if lo == hi:
-        mat = np.zeros((n, width), dtype=np.uint8)
-        mat[:, :hi] = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(n, hi)
-    else:
-        buf = np.frombuffer(b"".join(keys) + b"\0" * width, dtype=np.uint8)
-        starts = np.zeros(n, dtype=np.int64)
-        np.cumsum(lens[:-1], out=starts[1:])
-        cols = np.arange(width, dtype=np.int64)
-        mat = buf[starts[:, None] + cols[None, :]]
-        mat[cols[None, :] >= lens[:, None]] = 0
-    return mat.view("<u4")
+def _word_table(keys: Sequence[bytes], total: int) -> "tuple[np.ndarray, int]":
+    """The keys' concatenation (zero padded) as little-endian uint32 words at
+    every byte offset: row ``a`` of the table holds the words starting at
+    offsets ``a, a + 4, a + 8, ...``, so the word at offset ``j`` is entry
+    ``(j & 3) * stride + (j >> 2)`` of the flattened table. Returns (table, stride)."""
+    buf = b"".join(keys) + b"\0" * 8
+    stride = total // 4 + 1
+    table = np.empty((4, stride), dtype=np.uint32)
+    for a in range(4):
+        table[a] = np.frombuffer(buf, dtype="<u4", offset=a, count=stride)
+    return table.ravel(), stride
+
+
+def _lengths(keys: Sequence[bytes]) -> np.ndarray:
+    try:  # one byte per length is the fastest C path; keys are usually short
+        return np.frombuffer(bytes(map(len, keys)), dtype=np.uint8).astype(np.int64)
+    except ValueError:  # a key of 256 bytes or more
+        return np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
 
 
 def _murmur2_chunk(keys: Sequence[bytes]) -> np.ndarray:
-    lens = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
-    words = _padded_words(keys, lens)
+    # Keys are processed in order of their block count, so that block ``i``
+    # touches a contiguous suffix of still-active keys (no masking); each
+    # 4-byte block is gathered straight from the joined key bytes.
+    n = len(keys)
+    lens = _lengths(keys)
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    table, stride = _word_table(keys, int(starts[-1] + lens[-1]))
+    nblocks = lens >> 2
+    top = int(nblocks.max())
+    # small unsigned ints get numpy's radix sort
+    order = np.argsort(nblocks.astype(np.uint16) if top < 1 << 16 else nblocks, kind="stable")
+    nb = nblocks[order]
+    slens = lens[order]
+    s = starts[order]
+    pos = (s & 3) * stride + (s >> 2)
     m = np.uint32(0x5BD1E995)
-    nblocks = lens // 4
-    h = np.uint32(_SEED) ^ lens.astype(np.uint32)
+    h = slens.astype(np.uint32) ^ np.uint32(_SEED)
+    # block i applies to the suffix of keys with more than i blocks; pos
+    # advances one word per block, and ends at each key's tail word
+    firsts = np.searchsorted(nb, np.arange(top), side="right")
+    kbuf = np.empty(n, dtype=np.uint32)
+    tbuf = np.empty(n, dtype=np.uint32)
+    s24 = np.uint32(24)
     with np.errstate(over="ignore"):
-        for i in range(int(nblocks.max())):
-            k = words[:, i] * m
-            k ^= k >> np.uint32(24)
-            k *= m
-            h = np.where(i < nblocks, (h * m) ^ k, h)
-        rows = np.arange(len(keys))
-        tail = words[rows, nblocks]
-        has_tail = (lens % 4) != 0
-        h = np.where(has_tail, (h ^ tail) * m, h)
+        for lo in firsts.tolist():
+            k, t, p, hs = kbuf[lo:], tbuf[lo:], pos[lo:], h[lo:]
+            np.take(table, p, out=k)
+            p += 1
+            np.multiply(k, m, out=k)
+            np.right_shift(k, s24, out=t)
+            np.bitwise_xor(k, t, out=k)
+            np.multiply(k, m, out=k)
+            np.multiply(hs, m, out=hs)
+            np.bitwise_xor(hs, k, out=hs)
+        rem = (slens & 3).astype(np.uint32)
+        idx = np.flatnonzero(rem)
+        if idx.size:
+            tail = table[pos[idx]] & ((np.uint32(1) << (rem[idx] << np.uint32(3))) - np.uint32(1))
+            h[idx] = (h[idx] ^ tail) * m
         h ^= h >> np.uint32(13)
         h *= m
         h ^= h >> np.uint32(15)
-    return (h & np.uint32(_MASK)).astype(np.int64)
-
-
-def _rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+    h &= np.uint32(_MASK)
+    out = np.empty(n, dtype=np.int64)
+    out[order] = h
+    return out
 
 
 def _murmur3_chunk(keys: Sequence[bytes]) -> np.ndarray:
-    lens = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
-    words = _padded_words(keys, lens)
-    c1, c2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
-    nblocks = lens // 4
-    h = np.zeros(len(keys), dtype=np.uint32)
-    with np.errstate(over="ignore"):
-        for i in range(int(nblocks.max())):
-            k = words[:, i] * c1
-            k = _rotl(k, 15) * c2
-            hn = _rotl(h ^ k, 13) * np.uint32(5) + np.uint32(0xE6546B64)
-            h = np.where(i < nblocks, hn, h)
-        tail = words[np.arange(len(keys)), nblocks]
-        k = _rotl(tail * c1, 15) * c2
-        h = np.where((lens % 4) != 0, h ^ k, h)
-        h ^= lens.astype(np.uint32)
-        h ^= h >> np.uint32(16)
-        h *= np.uint32(0x85EBCA6B)
-        h ^= h >> np.uint32(13)
-        h *= np.uint32(0xC2B2AE35)
-        h ^= h >> np.uint32(16)
-    return (h & np.uint32(_MASK)).astype(np.int64)
+    # mmh3's C function through map beats any numpy formulation here.
+    out = np.fromiter(map(_m3, keys), dtype=np.int64, count=len(keys))
+    out &= _MASK
+    return out
 
 
 def _crc32_chunk(keys: Sequence[bytes]) -> np.ndarray:

@@ -24,7 +24,7 @@ import time
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Type
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from ._kafka import OffsetReader, translate
 from .config import connection_config, split_config
@@ -52,6 +52,15 @@ CONSUMER_OPTIONS = (
 _LOG_START_REFRESH_S = 5.0
 
 
+def _reset_policy(value: Any) -> str:
+    v = str(value).lower()
+    if v in ("smallest", "earliest", "beginning"):
+        return "earliest"
+    if v in ("largest", "latest", "end"):
+        return "latest"
+    return "error"
+
+
 def _truthy(v: Any) -> bool:
     return v if isinstance(v, bool) else str(v).lower() in ("true", "1", "yes")
 
@@ -64,13 +73,16 @@ class _GatingConsumer:
     """
 
     def _init_gating(self, opts: Mapping[str, Any], conn: Mapping[str, Any], auto_commit: bool,
-                     auto_commit_interval_s: float) -> None:
+                     auto_commit_interval_s: float, reset: str = "latest") -> None:
+        """``reset`` is the client's offset reset policy, normalised to
+        ``"earliest"``, ``"latest"`` or ``"error"``."""
         self._timeout = opts["ordered.metadata.timeout.ms"] / 1000.0
         self._gating: bool = opts["ordered.gating"]
         self._commit_interval = opts["ordered.commit.interval.ms"] / 1000.0
         self._settle_override = opts["ordered.registration.settle.ms"]
         self._auto_commit = auto_commit
         self._auto_commit_interval = auto_commit_interval_s
+        self._reset = reset
         self._follower = LayoutFollower(
             conn,
             opts["ordered.layout.topic"],
@@ -108,7 +120,6 @@ class _GatingConsumer:
     def _c_seek(self, tp: TP, offset: int) -> None: raise NotImplementedError  # noqa: E704
     def _c_committed(self, tps: List[TP]) -> Dict[TP, int]: raise NotImplementedError  # noqa: E704
     def _c_commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any: raise NotImplementedError  # noqa: E704
-    def _c_position(self, tp: TP) -> int: raise NotImplementedError  # noqa: E704
     def _c_partitions(self, tps: List[TP]) -> List[Any]: raise NotImplementedError  # noqa: E704
 
     @property
@@ -122,10 +133,18 @@ class _GatingConsumer:
     # -- assignment
 
     def _assigned(self, tps: Sequence[TP], committed: Mapping[TP, int]) -> Dict[TP, int]:
-        """Record an assignment; returns explicit start offsets for partitions
-        that must not follow ``auto.offset.reset`` (new partitions)."""
+        """Record an assignment; returns explicit start offsets for managed
+        partitions without a committed offset.
+
+        Partitions that became undeleted after the topic was managed start at
+        their log start whatever the reset policy; the others follow it,
+        resolved here to a true offset (never the broker's possibly stale
+        ListOffsets). Those starts are committed at the next poll so that
+        gates waiting on them can open before any record arrives.
+        """
         history = self._follower.history
-        starts: Dict[TP, int] = {}
+        earliest: List[TP] = []
+        latest: List[TP] = []
         for tp in tps:
             self._owned.add(tp)
             c = committed.get(tp, -1)
@@ -135,9 +154,15 @@ class _GatingConsumer:
                 self._pos[tp] = self._processed[tp] = self._revoke_mark[tp] = c
                 self._keeper.forget_announcements(tp, c)
             elif layout is not None:
-                self._init_commit.add(tp)
-                if tp[1] >= layout.initial_partitions:
-                    starts[tp] = OFFSET_BEGINNING
+                if tp[1] >= layout.initial_partitions or self._reset == "earliest":
+                    earliest.append(tp)
+                elif self._reset == "latest":
+                    latest.append(tp)
+        starts = {**self._offsets.start_offsets(earliest), **self._offsets.end_offsets(latest)}
+        for tp, off in starts.items():
+            self._pos[tp] = self._processed[tp] = self._revoke_mark[tp] = off
+            self._keeper.forget_announcements(tp, off)
+            self._init_commit.add(tp)
         self._refresh_gates(force=True)
         return starts
 
@@ -177,16 +202,19 @@ class _GatingConsumer:
 
     def _refresh_gates(self, force: bool = False) -> None:
         history = self._follower.history
-        if not force and history.version == self._seen_version:
+        version = history.version
+        if not force and version == self._seen_version:
             return
-        self._seen_version = history.version
+        # Read the log position before the gates: a registration applied in
+        # between is then read again next time instead of being skipped.
+        upto = history.next_offset
         now = time.monotonic()
         for topic in {t for t, _ in self._owned} | self._subscribed:
-            since = self._gate_offsets.get(topic, 0)
             if history.current(topic) is None:
                 continue
-            self._keeper.add_gates(history.gates(topic, since), now)
-            self._gate_offsets[topic] = history.next_offset
+            self._keeper.add_gates(history.gates(topic, self._gate_offsets.get(topic, 0)), now)
+            self._gate_offsets[topic] = upto
+        self._seen_version = version
         self._delta = self._settle_s()
 
     def _ensure_fresh(self) -> None:
@@ -241,16 +269,9 @@ class _GatingConsumer:
         )
 
     def _commit_initial(self) -> None:
-        """Commit the starting position of owned partitions without a commit,
-        so that gates waiting on them can open even before records arrive."""
-        offsets: Dict[TP, int] = {}
-        for tp in list(self._init_commit):
-            off = self._pos.get(tp)
-            if off is None:
-                off = self._c_position(tp)
-            if off is not None and off >= 0:
-                offsets[tp] = off
-                self._init_commit.discard(tp)
+        """Commit the resolved start of owned partitions that had no commit."""
+        offsets = {tp: self._pos[tp] for tp in self._init_commit if tp in self._pos and tp in self._owned}
+        self._init_commit.clear()
         if offsets:
             self._commit(offsets, asynchronous=True)
 
@@ -359,7 +380,8 @@ class OrderedConsumer(_GatingConsumer):
         conf["enable.auto.commit"] = False
         conf["enable.auto.offset.store"] = False
         self._cooperative = "cooperative" in str(conf.get("partition.assignment.strategy", ""))
-        self._init_gating(opts, connection_config(conf), auto_commit, interval)
+        self._init_gating(opts, connection_config(conf), auto_commit, interval,
+                          _reset_policy(conf.get("auto.offset.reset", "latest")))
         self._consumer = Consumer(conf)
         self._user_cbs: Dict[str, Optional[Callable[..., None]]] = {}
         self._closed = False
@@ -394,9 +416,6 @@ class OrderedConsumer(_GatingConsumer):
         return self._consumer.commit(
             offsets=[TopicPartition(t, p, off) for (t, p), off in sorted(offsets.items())], asynchronous=asynchronous
         )
-
-    def _c_position(self, tp: TP) -> int:
-        return self._consumer.position([TopicPartition(*tp)])[0].offset
 
     # -- subscription
 

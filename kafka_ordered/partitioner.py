@@ -70,13 +70,15 @@ class LinearHashPartitioner(_KafkaPythonPartitioner):  # type: ignore[misc,valid
     def _choose(self, key: Optional[bytes], all_partitions: Sequence[int], available: Sequence[int]) -> int:
         ordered = sorted(all_partitions)
         count = self.partitions if self.partitions is not None else len(ordered)
-        if count > len(ordered):
-            raise ValueError(
-                f"the layout has {count} partitions but the client only knows {len(ordered)}: "
-                "refresh metadata or create the partitions first"
-            )
         if key is not None:
+            if count > len(ordered):
+                raise ValueError(
+                    f"the layout has {count} partitions but the client only knows {len(ordered)}: "
+                    "refresh metadata or create the partitions first"
+                )
             return ordered[self._fn(count)(key)]
+        # unkeyed: never raise, also while the client's metadata is stale
+        count = min(count, len(ordered))
         usable = set(ordered[:count])
         pool = [p for p in available if p in usable] or ordered[:count]
         return random.choice(pool)

@@ -1,0 +1,383 @@
+"""Cluster I/O for replica placement, over confluent-kafka's ``AdminClient``.
+
+Reads brokers, racks and per-broker replica counts; creates topics and
+partitions with an explicit replica assignment (checking the broker honoured
+it); elects preferred leaders. Every function takes an ``AdminClient`` or a
+config dict and translates client errors into :mod:`kafka_ordered.errors`
+classes, keeping the broker error code and chaining the client exception.
+
+confluent-kafka (2.16) has no AlterPartitionReassignments call, so
+:func:`alter_partition_reassignments` always raises
+:class:`~kafka_ordered.errors.UnsupportedBrokerApiError`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, FrozenSet, Iterable, List, Literal, Mapping, NoReturn, Optional, Sequence, Tuple, Union
+
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from .errors import (
+    BrokerUnavailableError,
+    KafkaOrderedError,
+    PlacementError,
+    TopicAlreadyManagedError,
+    UnknownTopicError,
+    UnsupportedBrokerApiError,
+)
+from .placement import PlacementPlan
+
+__all__ = [
+    "AdminLike",
+    "ClusterState",
+    "ElectionResult",
+    "describe_brokers",
+    "replica_counts",
+    "read_cluster",
+    "topic_assignment",
+    "create_topic",
+    "create_partitions",
+    "apply_plan",
+    "alter_partition_reassignments",
+    "elect_preferred_leaders",
+]
+
+AdminLike = Union[AdminClient, Mapping[str, Any]]
+ElectionStatus = Literal["elected", "not_needed", "failed"]
+
+_UNAVAILABLE = {
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._RESOLVE,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.BROKER_NOT_AVAILABLE,
+}
+_UNSUPPORTED = {KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION}
+_BAD_PLACEMENT = {
+    KafkaError.INVALID_REPLICA_ASSIGNMENT,
+    KafkaError.INVALID_REPLICATION_FACTOR,
+    KafkaError.INVALID_PARTITIONS,
+}
+
+
+def _client(admin: AdminLike) -> AdminClient:
+    return AdminClient(dict(admin)) if isinstance(admin, Mapping) else admin
+
+
+def _translate(exc: BaseException, what: str, api: str) -> KafkaOrderedError:
+    """The kafka-ordered error for a failed admin call (raise it ``from exc``)."""
+    if isinstance(exc, concurrent.futures.TimeoutError):
+        return BrokerUnavailableError(f"{what}: no answer from the cluster in time")
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    if not isinstance(err, KafkaError):
+        return KafkaOrderedError(f"{what}: {exc}")
+    code, text = err.code(), f"{err.name()}: {err.str()}"
+    if code in _UNSUPPORTED:
+        return UnsupportedBrokerApiError(f"{what}: the broker does not support {api} ({text})", api=api, code=code)
+    if code in _UNAVAILABLE:
+        return BrokerUnavailableError(f"{what}: {text}", code=code)
+    if code == KafkaError.TOPIC_ALREADY_EXISTS:
+        return TopicAlreadyManagedError(f"{what}: {text}", code=code)
+    if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        return UnknownTopicError(f"{what}: {text}", code=code)
+    if code in _BAD_PLACEMENT:
+        return PlacementError(f"{what}: the broker rejected the replica assignment ({text})", code=code)
+    return KafkaOrderedError(f"{what}: {text}", code=code)
+
+
+# -- reading
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """What placement needs to know about a cluster.
+
+    ``racks`` covers the live brokers; ``replica_counts`` maps every broker
+    that hosts replicas (live or not, live ones always present) to how many;
+    ``offline`` are brokers named in replica lists that are not live.
+    """
+
+    cluster_id: Optional[str]
+    controller: Optional[int]
+    racks: Mapping[int, Optional[str]]
+    replica_counts: Mapping[int, int]
+    offline: FrozenSet[int]
+
+    @property
+    def live_replica_counts(self) -> Dict[int, int]:
+        """``replica_counts`` restricted to live brokers (the planner's ``current_replicas``)."""
+        return {b: self.replica_counts.get(b, 0) for b in self.racks}
+
+
+def describe_brokers(admin: AdminLike, *, timeout: float = 10.0) -> Dict[int, Optional[str]]:
+    """Live broker id -> rack (``None`` without ``broker.rack``), from DescribeCluster.
+
+    Raises ``BrokerUnavailableError`` when the cluster does not answer.
+    """
+    return dict(sorted(_describe(_client(admin), timeout)[2].items()))
+
+
+def _describe(client: AdminClient, timeout: float) -> Tuple[Optional[str], Optional[int], Dict[int, Optional[str]]]:
+    try:
+        d = client.describe_cluster(request_timeout=timeout).result(timeout + 1)
+    except Exception as e:
+        raise _translate(e, "describe cluster", "DescribeCluster") from e
+    controller = d.controller.id if d.controller is not None and d.controller.id >= 0 else None
+    return d.cluster_id, controller, {n.id: n.rack or None for n in d.nodes}
+
+
+def _metadata(client: AdminClient, timeout: float) -> Any:
+    # All topics: a Metadata request naming one topic may auto-create it.
+    try:
+        return client.list_topics(timeout=timeout)
+    except Exception as e:
+        raise _translate(e, "read metadata", "Metadata") from e
+
+
+def replica_counts(admin: AdminLike, *, timeout: float = 10.0) -> Dict[int, int]:
+    """Broker id -> replicas it hosts over all topics (internal ones included),
+    from Metadata. Live brokers hosting nothing map to 0."""
+    md = _metadata(_client(admin), timeout)
+    return _count(md)
+
+
+def _count(md: Any) -> Dict[int, int]:
+    counts: Dict[int, int] = {b: 0 for b in md.brokers}
+    for t in md.topics.values():
+        for p in t.partitions.values():
+            for b in p.replicas:
+                counts[b] = counts.get(b, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def read_cluster(admin: AdminLike, *, timeout: float = 10.0) -> ClusterState:
+    """Brokers, racks and replica counts in one :class:`ClusterState`."""
+    client = _client(admin)
+    cluster_id, controller, racks = _describe(client, timeout)
+    counts = _count(_metadata(client, timeout))
+    return ClusterState(
+        cluster_id=cluster_id,
+        controller=controller,
+        racks=dict(sorted(racks.items())),
+        replica_counts=counts,
+        offline=frozenset(b for b in counts if b not in racks),
+    )
+
+
+def topic_assignment(admin: AdminLike, topic: str, *, timeout: float = 10.0) -> Dict[int, List[int]]:
+    """Partition -> replicas (preferred leader first) of ``topic``.
+
+    Raises ``UnknownTopicError`` when the topic does not exist.
+    """
+    md = _metadata(_client(admin), timeout)
+    t = md.topics.get(topic)
+    if t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART) or not t.partitions:
+        raise UnknownTopicError(f"topic {topic!r} does not exist", code=KafkaError.UNKNOWN_TOPIC_OR_PART)
+    if t.error is not None:
+        raise _translate(KafkaException(t.error), f"read metadata of {topic!r}", "Metadata")
+    return {p: list(pm.replicas) for p, pm in sorted(t.partitions.items())}
+
+
+# -- creating
+
+
+def _ordered(assignment: Mapping[int, Sequence[int]], first: int, what: str) -> List[List[int]]:
+    ids = sorted(assignment)
+    if not ids or ids != list(range(first, first + len(ids))):
+        raise PlacementError(f"{what}: partition ids must be {first}..{first + len(ids) - 1}, got {ids}")
+    return [list(assignment[p]) for p in ids]
+
+
+def _verify(client: AdminClient, topic: str, wanted: Mapping[int, Sequence[int]], timeout: float, api: str) -> Dict[int, List[int]]:
+    """Wait until ``topic`` shows every wanted partition, then check the broker
+    used the requested replicas."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            actual = topic_assignment(client, topic, timeout=max(0.1, deadline - time.monotonic()))
+        except UnknownTopicError:
+            actual = {}
+        if set(wanted) <= set(actual) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    got = {p: actual.get(p) for p in wanted}
+    if any(got[p] != list(reps) for p, reps in wanted.items()) or (
+        api == "CreateTopics" and len(actual) != len(wanted)
+    ):
+        raise UnsupportedBrokerApiError(
+            f"{api} for {topic!r} succeeded but the broker did not apply the explicit replica assignment: "
+            f"asked for {dict(wanted)}, the topic now has {actual}. The topic exists with the broker's layout; "
+            f"delete it if that layout is not acceptable",
+            api=f"{api} replica_assignment",
+        )
+    return actual
+
+
+def create_topic(
+    admin: AdminLike,
+    topic: str,
+    assignment: Mapping[int, Sequence[int]],
+    *,
+    config: Optional[Mapping[str, str]] = None,
+    timeout: float = 30.0,
+    verify: bool = True,
+) -> Dict[int, List[int]]:
+    """Create ``topic`` with the explicit replica ``assignment`` (partitions
+    ``0..n-1`` -> replicas, leader first). Returns the assignment the cluster
+    reports afterwards.
+
+    Raises ``TopicAlreadyManagedError`` when the topic exists,
+    ``PlacementError`` when the broker rejects the assignment,
+    ``UnsupportedBrokerApiError`` (api ``"CreateTopics replica_assignment"``)
+    when ``verify`` finds the broker ignored it, ``BrokerUnavailableError``
+    on timeouts.
+    """
+    lists = _ordered(assignment, 0, f"create {topic!r}")
+    client = _client(admin)
+    new = NewTopic(topic, len(lists), replica_assignment=lists, config=dict(config or {}))
+    try:
+        fs = client.create_topics([new], operation_timeout=timeout, request_timeout=timeout)
+        fs[topic].result(timeout + 1)
+    except Exception as e:
+        raise _translate(e, f"create topic {topic!r}", "CreateTopics") from e
+    wanted = {p: lists[p] for p in range(len(lists))}
+    return _verify(client, topic, wanted, timeout, "CreateTopics") if verify else {p: list(r) for p, r in wanted.items()}
+
+
+def create_partitions(
+    admin: AdminLike,
+    topic: str,
+    assignment: Mapping[int, Sequence[int]],
+    *,
+    timeout: float = 30.0,
+    verify: bool = True,
+) -> Dict[int, List[int]]:
+    """Add the partitions of ``assignment`` (new ids, consecutive from the
+    topic's current count) to ``topic`` with those replicas. Returns the
+    topic's assignment afterwards.
+
+    Raises ``UnsupportedBrokerApiError`` (api ``"CreatePartitions"``) on
+    brokers without it, ``UnknownTopicError``, ``PlacementError`` when the
+    broker rejects the assignment, ``BrokerUnavailableError`` on timeouts.
+    """
+    first = min(assignment) if assignment else 0
+    lists = _ordered(assignment, first, f"add partitions to {topic!r}")
+    client = _client(admin)
+    new = NewPartitions(topic, first + len(lists), replica_assignment=lists)
+    try:
+        fs = client.create_partitions([new], operation_timeout=timeout, request_timeout=timeout)
+        fs[topic].result(timeout + 1)
+    except Exception as e:
+        raise _translate(e, f"add partitions to {topic!r}", "CreatePartitions") from e
+    wanted = {first + i: reps for i, reps in enumerate(lists)}
+    return _verify(client, topic, wanted, timeout, "CreatePartitions") if verify else topic_assignment(client, topic)
+
+
+def apply_plan(
+    admin: AdminLike,
+    plan: PlacementPlan,
+    *,
+    config: Optional[Mapping[str, str]] = None,
+    timeout: float = 30.0,
+) -> Dict[int, List[int]]:
+    """Create the plan's topic (no existing partitions) or add its partitions.
+
+    Raises ``PlacementError`` when the plan has no topic, else as
+    :func:`create_topic` / :func:`create_partitions`.
+    """
+    if plan.topic is None:
+        raise PlacementError("the plan has no topic: pass topic= to plan_partitions")
+    if plan.existing_partitions == 0:
+        return create_topic(admin, plan.topic, plan.assignment, config=config, timeout=timeout)
+    return create_partitions(admin, plan.topic, plan.assignment, timeout=timeout)
+
+
+def alter_partition_reassignments(
+    admin: AdminLike, topic: str, targets: Mapping[int, Sequence[int]], *, timeout: float = 30.0
+) -> NoReturn:
+    """Would move ``topic``'s partitions to the ``targets`` replica lists
+    (what a heal plan needs). confluent-kafka exposes no
+    AlterPartitionReassignments call, so this always raises
+    ``UnsupportedBrokerApiError`` (api ``"AlterPartitionReassignments"``);
+    apply ``HealPlan.to_reassignment_json()`` with
+    ``kafka-reassign-partitions.sh --execute``, or kafka-python's
+    ``KafkaAdminClient.alter_partition_reassignments``.
+    """
+    raise UnsupportedBrokerApiError(
+        f"cannot reassign partitions {sorted(targets)} of {topic!r}: confluent-kafka has no "
+        f"AlterPartitionReassignments call. Apply the heal plan's to_reassignment_json() with "
+        f"kafka-reassign-partitions.sh --bootstrap-server ... --reassignment-json-file FILE --execute, "
+        f"or kafka-python's KafkaAdminClient.alter_partition_reassignments",
+        api="AlterPartitionReassignments",
+    )
+
+
+# -- preferred leader election (KIP-183)
+
+
+@dataclass(frozen=True)
+class ElectionResult:
+    """The outcome of a preferred leader election for one partition.
+
+    ``status`` is ``"elected"``, ``"not_needed"`` (the preferred replica
+    already leads) or ``"failed"``; ``code``/``error``/``message`` carry the
+    broker's error (e.g. 3 UNKNOWN_TOPIC_OR_PART, 80
+    PREFERRED_LEADER_NOT_AVAILABLE) and are 0/None on success.
+    """
+
+    topic: str
+    partition: int
+    status: ElectionStatus
+    code: int = 0
+    error: Optional[str] = None
+    message: Optional[str] = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the preferred replica leads now."""
+        return self.status != "failed"
+
+
+def _election(tp: TopicPartition, exc: Optional[BaseException]) -> ElectionResult:
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    if exc is None:
+        return ElectionResult(tp.topic, tp.partition, "elected")
+    if not isinstance(err, KafkaError):
+        return ElectionResult(tp.topic, tp.partition, "failed", -1, type(exc).__name__, str(exc))
+    status: ElectionStatus = "not_needed" if err.code() == KafkaError.ELECTION_NOT_NEEDED else "failed"
+    return ElectionResult(tp.topic, tp.partition, status, err.code(), err.name(), err.str())
+
+
+def elect_preferred_leaders(
+    admin: AdminLike,
+    partitions: Optional[Iterable[Tuple[str, int]]] = None,
+    *,
+    timeout: float = 60.0,
+) -> Dict[Tuple[str, int], ElectionResult]:
+    """Elect the preferred (first) replica as leader of each ``(topic,
+    partition)``, or of every partition when ``partitions`` is None.
+
+    Returns one :class:`ElectionResult` per partition the cluster reported
+    on; per-partition failures (unknown partition, preferred leader not
+    available) are results, not exceptions. Raises
+    ``UnsupportedBrokerApiError`` (api ``"ElectLeaders"``) on brokers without
+    the API, ``BrokerUnavailableError`` when no answer comes within
+    ``timeout`` seconds, ``KafkaOrderedError`` (with ``code``) for other
+    request-level errors such as missing authorization.
+    """
+    client = _client(admin)
+    tps = None if partitions is None else [TopicPartition(t, p) for t, p in sorted(set(partitions))]
+    if tps is not None and not tps:
+        return {}
+    try:
+        # confluent-kafka 2.16.1 raises SystemError for request_timeout/operation_timeout here.
+        result = client.elect_leaders(ElectionType.PREFERRED, tps).result(timeout)
+    except Exception as e:
+        raise _translate(e, "elect preferred leaders", "ElectLeaders") from e
+    out = {(tp.topic, tp.partition): _election(tp, exc) for tp, exc in result.items()}
+    return dict(sorted(out.items()))

@@ -1,0 +1,465 @@
+"""The main job: ordered and plain clients through the same layout changes.
+
+A scenario runs producer and consumer *processes* against one broker:
+producers write per-key sequence numbers while an admin changes the layout
+(e.g. 4 -> 5 -> 6 -> 8 -> 6 -> 8); one producer is restarted and one
+consumer is killed (SIGKILL) mid-run; consumers are throttled so that the
+group lags behind, as real groups do. The :mod:`kafka_ordered.oracle` then
+checks every delivery. The *plain* run uses confluent-kafka's own clients
+with Kafka's default partitioner over the current partition count.
+
+``kafka-ordered demo`` (and ``make demo``) runs both and prints a table;
+:func:`run_scenario` is what the tests call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
+
+from .broker import BOOTSTRAP_ENV, FAST_GROUP_CONFIG, EmbeddedBroker
+from .oracle import OracleReport, OrderingOracle, decode_value, encode_value
+
+__all__ = ["Scenario", "ScenarioResult", "run_scenario", "main", "add_arguments"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What one run does. Times are fractions of ``duration_s``."""
+
+    ordered: bool = True
+    producers: int = 3
+    keys: int = 1000
+    rate: int = 1000  # records/s per producer
+    duration_s: float = 20.0
+    consumers: int = 3
+    consumer_rate: int = 1500  # records/s per consumer (processing cost)
+    initial: int = 4
+    physical: int = 8
+    layouts: Tuple[int, ...] = (5, 6, 8, 6, 8)
+    producer_restart_at: Optional[float] = 0.45
+    consumer_crash_at: Optional[float] = 0.55
+    member_join_at: Optional[float] = None
+    stable_ids: bool = True
+    seed: int = 0
+    drain_timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    scenario: Scenario
+    report: OracleReport
+    layout_changes: int
+    stall_s: float
+    elapsed_s: float
+    epochs: List[int] = field(default_factory=list)
+
+    def row(self) -> Dict[str, Any]:
+        r = self.report
+        return {
+            "clients": "ordered" if self.scenario.ordered else "plain",
+            "produced (acked)": r.acknowledged,
+            "consumed": r.delivered,
+            "unique": r.unique,
+            "duplicates": r.duplicates,
+            "keys": r.keys,
+            "layout changes": self.layout_changes,
+            "violations": len(r.violations),
+            "missing": r.missing,
+            "gate stall s": round(self.stall_s, 2),
+        }
+
+
+# -- workers (run as `python -m kafka_ordered.demo worker-...`)
+
+
+def _producer_worker(a: argparse.Namespace) -> int:
+    from confluent_kafka import Producer
+
+    from . import _hashing
+    from .layout_log import LayoutFollower
+    from .producer import OrderedProducer
+
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    rng = random.Random(a.seed)
+    out = open(a.out, "a", buffering=1 << 16)
+    base = a.incarnation * 1_000_000
+    seqs: Dict[int, int] = {}
+
+    def acked(err: Any, msg: Any) -> None:
+        if err is None:
+            out.write(f"{msg.key().decode()}\t{msg.value().decode()}\t{msg.partition()}\t{msg.offset()}\n")
+
+    conf = {"bootstrap.servers": a.bootstrap, "linger.ms": 5}
+    follower = None
+    if a.ordered:
+        extra = {"ordered.producer.id": a.id} if a.stable else {}
+        producer: Any = OrderedProducer({**conf, "ordered.layout.topic": a.layout_topic, **extra})
+    else:
+        producer = Producer({**conf, "acks": "all", "enable.idempotence": True})
+        follower = LayoutFollower({"bootstrap.servers": a.bootstrap}, a.layout_topic).start()
+    out.write("#ready\n")
+    out.flush()
+    interval = 1.0 / a.rate
+    next_at = time.monotonic()
+    last_flush = next_at
+    while not stop["now"]:
+        k = rng.randrange(a.keys)
+        key = f"key-{k:05d}".encode()
+        seq = seqs.get(k, base)
+        seqs[k] = seq + 1
+        value = encode_value(a.id, seq)
+        if a.ordered:
+            producer.produce(a.topic, value, key, on_delivery=acked)
+        else:
+            n = follower.history.current(a.topic).partitions  # type: ignore[union-attr]
+            producer.produce(a.topic, value, key, _hashing.murmur2(key) % n, on_delivery=acked)
+        producer.poll(0)
+        next_at += interval
+        now = time.monotonic()
+        if next_at > now:
+            time.sleep(next_at - now)
+        if now - last_flush > 0.2:
+            out.flush()
+            last_flush = now
+    producer.flush(30)
+    if a.ordered:
+        for r in producer.registrations:
+            out.write(f"#registration\t{r!r}\n")
+        producer.close()
+    elif follower is not None:
+        follower.close()
+    out.close()
+    return 0
+
+
+def _consumer_worker(a: argparse.Namespace) -> int:
+    from confluent_kafka import Consumer
+
+    from .consumer import OrderedConsumer
+
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    out = open(a.out, "a", buffering=1 << 16)
+    conf = {"bootstrap.servers": a.bootstrap, "group.id": a.group, "auto.offset.reset": "earliest",
+            **FAST_GROUP_CONFIG}
+    if a.ordered:
+        consumer: Any = OrderedConsumer({**conf, "ordered.layout.topic": a.layout_topic})
+    else:
+        consumer = Consumer(conf)
+    consumer.subscribe([a.topic])
+    out.write("#ready\n")
+    out.flush()
+    per_record = 1.0 / a.rate if a.rate > 0 else 0.0
+    debug = os.environ.get("KAFKA_ORDERED_DEMO_DEBUG")
+    last_debug = 0.0
+    while not stop["now"]:
+        if debug and a.ordered and time.monotonic() - last_debug > 1.0:
+            last_debug = time.monotonic()
+            out.write(f"#gates\t{consumer.gate_status()!r} owned={sorted(consumer._owned)} held={consumer._held}\n")
+        msgs = consumer.consume(200, 0.2)
+        began = time.monotonic()
+        at = time.time_ns()
+        n = 0
+        for m in msgs:
+            if m.error() is not None:
+                continue
+            out.write(f"{m.key().decode()}\t{m.value().decode()}\t{m.partition()}\t{m.offset()}\t{at}\n")
+            n += 1
+        out.flush()
+        spare = n * per_record - (time.monotonic() - began)
+        if spare > 0:
+            time.sleep(spare)
+    stall = sum(getattr(consumer, "stall_seconds", {}).values()) if a.ordered else 0.0
+    consumer.close()
+    out.write(f"#stall\t{stall}\n")
+    out.close()
+    return 0
+
+
+# -- orchestration
+
+
+class _Tail:
+    """Reads complete lines appended to a file since the last call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pos = 0
+        self.partial = ""
+
+    def lines(self) -> List[str]:
+        try:
+            with open(self.path, "r") as f:
+                f.seek(self.pos)
+                data = f.read()
+                self.pos = f.tell()
+        except FileNotFoundError:
+            return []
+        data = self.partial + data
+        parts = data.split("\n")
+        self.partial = parts.pop()
+        return parts
+
+
+def _wait_ready(paths: List[Path], procs: Dict[int, "subprocess.Popen[bytes]"], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    for path, proc in zip(paths, procs.values()):
+        while not (path.exists() and "#ready" in path.read_text()):
+            if proc.poll() is not None:
+                raise RuntimeError(f"demo worker exited with {proc.returncode} before it was ready")
+            if time.monotonic() > deadline:
+                raise RuntimeError("demo workers did not start within 60 s")
+            time.sleep(0.05)
+
+
+def _spawn(args: List[str], log: Path) -> "subprocess.Popen[bytes]":
+    with open(log, "ab") as err:
+        return subprocess.Popen([sys.executable, "-m", "kafka_ordered.demo", *args],
+                                stdout=subprocess.DEVNULL, stderr=err)
+
+
+def run_scenario(
+    bootstrap: str,
+    scenario: Scenario,
+    *,
+    workdir: Optional[str] = None,
+    progress: Optional[TextIO] = None,
+) -> ScenarioResult:
+    """Run one scenario against ``bootstrap`` and check it with the oracle."""
+    from .admin import LayoutAdmin
+
+    began = time.monotonic()
+    tag = f"{'ordered' if scenario.ordered else 'plain'}-{scenario.seed}-{uuid.uuid4().hex[:6]}"
+    topic, layout_topic, group = f"demo-{tag}", f"_kafka_ordered-{tag}", f"demo-group-{tag}"
+    tmp = Path(workdir or tempfile.mkdtemp(prefix="kafka-ordered-demo-"))
+    rng = random.Random(scenario.seed)
+    admin = LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic})
+    procs: List[subprocess.Popen] = []  # type: ignore[type-arg]
+    try:
+        admin.create_topic(topic, scenario.initial, scenario.physical)
+        common = ["--bootstrap", bootstrap, "--topic", topic, "--layout-topic", layout_topic,
+                  "--ordered", "1" if scenario.ordered else "0"]
+
+        def consumer(i: int) -> subprocess.Popen:  # type: ignore[type-arg]
+            p = _spawn(["worker-consumer", *common, "--group", group, "--rate", str(scenario.consumer_rate),
+                        "--out", str(tmp / f"consumer-{i}.tsv")], tmp / f"consumer-{i}.err")
+            procs.append(p)
+            return p
+
+        def producer(i: int, incarnation: int) -> subprocess.Popen:  # type: ignore[type-arg]
+            p = _spawn(["worker-producer", *common, "--id", f"P{i}", "--incarnation", str(incarnation),
+                        "--keys", str(scenario.keys), "--rate", str(scenario.rate),
+                        "--seed", str(rng.randrange(1 << 30)), "--stable", "1" if scenario.stable_ids else "0",
+                        "--out", str(tmp / f"producer-{i}-{incarnation}.tsv")], tmp / f"producer-{i}.err")
+            procs.append(p)
+            return p
+
+        consumers = {i: consumer(i) for i in range(scenario.consumers)}
+        _wait_ready([tmp / f"consumer-{i}.tsv" for i in consumers], consumers)
+        time.sleep(1.5)  # first group assignment
+        producers = {i: producer(i, 0) for i in range(scenario.producers)}
+        _wait_ready([tmp / f"producer-{i}-0.tsv" for i in producers], producers)
+        start = time.monotonic()
+        events: List[Tuple[float, str, Any]] = []
+        steps = len(scenario.layouts)
+        for j, n in enumerate(scenario.layouts):
+            jitter = rng.uniform(-0.3, 0.3) / (steps + 1)
+            events.append(((j + 1) / (steps + 1) + jitter, "layout", n))
+        if scenario.producer_restart_at is not None:
+            events.append((scenario.producer_restart_at, "restart", 0))
+        if scenario.consumer_crash_at is not None:
+            events.append((scenario.consumer_crash_at, "crash", 0))
+        if scenario.member_join_at is not None:
+            events.append((scenario.member_join_at, "join", scenario.consumers))
+        events.sort(key=lambda e: e[0])
+        tails = [_Tail(tmp / f"consumer-{i}.tsv") for i in range(scenario.consumers + 1)]
+        all_lines: List[List[str]] = [[] for _ in tails]
+
+        def read_tails() -> int:
+            n = 0
+            for i, t in enumerate(tails):
+                new = t.lines()
+                all_lines[i].extend(new)
+                n += sum(1 for line in new if not line.startswith("#"))
+            return n
+
+        consumed = 0
+        epochs: List[int] = [1]
+        changes = 0
+        last_print = 0.0
+        for frac, kind, arg in events:
+            while time.monotonic() - start < frac * scenario.duration_s:
+                time.sleep(0.05)
+                consumed += read_tails()
+                if progress is not None and time.monotonic() - last_print >= 1.0:
+                    last_print = time.monotonic()
+                    progress.write(f"  [{tag[:7]}] t={time.monotonic() - start:5.1f}s consumed={consumed} "
+                                   f"layout={admin.layout(topic).partitions}\n")
+                    progress.flush()
+            if kind == "layout":
+                cur = admin.layout(topic)
+                if arg > cur.partitions:
+                    lay = admin.expand(topic, arg)
+                elif arg < cur.partitions:
+                    lay = admin.shrink(topic, arg)
+                else:
+                    continue
+                changes += 1
+                epochs.append(lay.epoch)
+                if progress is not None:
+                    progress.write(f"  [{tag[:7]}] layout -> {arg} partitions (epoch {lay.epoch})\n")
+            elif kind == "restart":
+                p = producers[arg]
+                p.send_signal(signal.SIGTERM)
+                p.wait(30)
+                producers[arg] = producer(arg, 1)
+                if progress is not None:
+                    progress.write(f"  [{tag[:7]}] producer P{arg} restarted\n")
+            elif kind == "crash":
+                consumers[arg].kill()
+                consumers[arg].wait(10)
+                if progress is not None:
+                    progress.write(f"  [{tag[:7]}] consumer {arg} killed (SIGKILL)\n")
+            elif kind == "join":
+                consumers[arg] = consumer(arg)
+                if progress is not None:
+                    progress.write(f"  [{tag[:7]}] consumer {arg} joined\n")
+        while time.monotonic() - start < scenario.duration_s:
+            time.sleep(0.05)
+        for p in producers.values():
+            p.send_signal(signal.SIGTERM)
+        for p in producers.values():
+            p.wait(60)
+        oracle = OrderingOracle()
+        for path in sorted(tmp.glob("producer-*.tsv")):
+            for line in path.read_text().splitlines():
+                if line.startswith("#"):
+                    continue
+                key, value, _, _ = line.split("\t")
+                oracle.acknowledged_value(key.encode(), value.encode())
+        expected = len(oracle._acked)
+        deadline = time.monotonic() + scenario.drain_timeout_s
+        while time.monotonic() < deadline:
+            read_tails()
+            seen = {tuple(line.split("\t")[:2]) for lines in all_lines for line in lines if not line.startswith("#")}
+            if len(seen) >= expected:
+                break
+            time.sleep(0.5)
+        for p in consumers.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in consumers.values():
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        stall = 0.0
+        deliveries: List[Tuple[int, int, int, str, str, str, str]] = []
+        read_tails()
+        for i in range(len(tails)):
+            for n, line in enumerate(all_lines[i]):
+                if line.startswith("#stall"):
+                    stall += float(line.split("\t")[1])
+                if line.startswith("#"):
+                    continue
+                key, value, partition, offset, at = line.split("\t")
+                deliveries.append((int(at), i, n, key, value, partition, offset))
+        # One group's delivery order is real time across its members.
+        deliveries.sort()
+        for _, i, _, key, value, partition, offset in deliveries:
+            oracle.delivered_value(key.encode(), value.encode(), where=f"c{i} p{partition}@{offset}")
+        return ScenarioResult(scenario, oracle.report(), changes, stall, time.monotonic() - began, epochs)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+        admin.close()
+
+
+def _table(rows: Sequence[Dict[str, Any]]) -> str:
+    keys = list(rows[0])
+    width = max(len(k) for k in keys)
+    lines = [f"{'':<{width}}  " + "  ".join(f"{r['clients']:>10}" for r in rows)]
+    for k in keys[1:]:
+        lines.append(f"{k:<{width}}  " + "  ".join(f"{r[k]!s:>10}" for r in rows))
+    return "\n".join(lines)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    d = Scenario()
+    p.add_argument("--bootstrap", "-b", default=os.environ.get(BOOTSTRAP_ENV),
+                   help="use this broker instead of starting an embedded one")
+    p.add_argument("--duration", type=float, default=d.duration_s, help="seconds of producing per run")
+    p.add_argument("--producers", type=int, default=d.producers)
+    p.add_argument("--keys", type=int, default=d.keys)
+    p.add_argument("--rate", type=int, default=d.rate, help="records/s per producer")
+    p.add_argument("--consumers", type=int, default=d.consumers)
+    p.add_argument("--consumer-rate", type=int, default=d.consumer_rate, help="records/s each consumer processes")
+    p.add_argument("--layouts", default="4,5,6,8,6,8", help="initial count, then the layout changes")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--only", choices=["ordered", "plain"], help="run just one of the two")
+    p.add_argument("--json", action="store_true")
+
+
+def main(args: argparse.Namespace) -> int:
+    counts = [int(x) for x in args.layouts.split(",")]
+    base = Scenario(producers=args.producers, keys=args.keys, rate=args.rate, duration_s=args.duration,
+                    consumers=args.consumers, consumer_rate=args.consumer_rate, initial=counts[0],
+                    physical=max(counts), layouts=tuple(counts[1:]), seed=args.seed)
+    runs = [True, False] if args.only is None else [args.only == "ordered"]
+    broker: Optional[EmbeddedBroker] = None
+    bootstrap = args.bootstrap
+    if not bootstrap:
+        broker = EmbeddedBroker().start()
+        bootstrap = broker.bootstrap_servers
+        print(f"embedded Tansu broker on {bootstrap}", file=sys.stderr)
+    try:
+        results = []
+        for ordered in runs:
+            sc = replace(base, ordered=ordered)
+            print(f"{'ordered' if ordered else 'plain'} clients: {sc.producers} producers x {sc.keys} keys, "
+                  f"{sc.consumers} consumers, layout {args.layouts.replace(',', ' -> ')}, "
+                  f"{sc.duration_s:.0f} s", file=sys.stderr)
+            results.append(run_scenario(bootstrap, sc, progress=sys.stderr))
+        rows = [r.row() for r in results]
+        if args.json:
+            print(json.dumps({"results": rows, "scenario": asdict(base)}, indent=2, default=str))
+        else:
+            print(_table(rows))
+            for r in results:
+                for v in r.report.violations[:3]:
+                    print(f"  {'ordered' if r.scenario.ordered else 'plain'}: key {v.key.decode()} of {v.producer} "
+                          f"delivered seq {v.seq} after {v.after_seq} ({v.where})")
+        return 0 if all(r.report.ok for r in results if r.scenario.ordered) else 1
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+def _worker_main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("role", choices=["worker-producer", "worker-consumer"])
+    for name in ("--bootstrap", "--topic", "--layout-topic", "--out", "--id", "--group"):
+        p.add_argument(name)
+    for name in ("--ordered", "--incarnation", "--keys", "--rate", "--seed", "--stable"):
+        p.add_argument(name, type=int, default=0)
+    a = p.parse_args(argv)
+    return _producer_worker(a) if a.role == "worker-producer" else _consumer_worker(a)
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main(sys.argv[1:]))
