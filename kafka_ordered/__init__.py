@@ -1,13 +1,50 @@
-"""kafka-ordered: per-key ordered delivery across Kafka partition expansion and shrinking."""
+"""kafka-ordered: per-key ordered delivery across Kafka partition expansion
+and shrinking, on unmodified brokers (KIP-253 from the client side).
 
-from .errors import *  # noqa: F401,F403
-from .errors import __all__ as _errors_all
+Start with :class:`LayoutAdmin` (create/adopt/expand/shrink/retire/describe),
+:class:`OrderedProducer` and :class:`OrderedConsumer` (drop-in wrappers of
+confluent-kafka's clients); kafka-python users import
+``kafka_ordered.kafka_python``; Spark users ``spark_connector``.
+"""
+
+from .admin import GroupGateState, LayoutAdmin, RetireResult, TopicDescription
+from .broker import FAST_GROUP_CONFIG, FAST_GROUP_CONFIG_KAFKA_PYTHON, EmbeddedBroker
+from .consumer import OrderedConsumer
+from .errors import (
+    BrokerUnavailableError,
+    ConcurrentLayoutChangeError,
+    ConfigError,
+    CorruptLayoutRecordError,
+    GuardRailsError,
+    InvalidKeyError,
+    InvalidLayoutError,
+    KafkaOrderedError,
+    LayoutLogError,
+    LayoutLogUnwritableError,
+    PartitionOverrideError,
+    PlacementError,
+    RegistrationError,
+    SwitchTimeoutError,
+    TopicAlreadyManagedError,
+    TopicNotManagedError,
+    UnknownTopicError,
+    UnsafeLayoutLogError,
+    UnsupportedBrokerApiError,
+)
+from .gates import GateStatus
+from .history import Gate, LayoutChange, LayoutHistory, Registration
 from .layout import Layout, parent_partition, partition_for, partitions_for, sources, transition_sources
+from .layout_log import LayoutFollower, LayoutLog
+from .listener import PartitionKeyRebalanceListener
+from .oracle import OrderingOracle
 from .partitioner import LinearHashPartitioner
+from .placement import HealPlan, PlacementPlan, assign_replicas, plan_heal, plan_partitions, rack_alternated_brokers
+from .producer import OrderedProducer
 
 __version__ = "0.1.0"
 
 __all__ = [
+    # layouts and partitioning
     "Layout",
     "partition_for",
     "partitions_for",
@@ -15,5 +52,52 @@ __all__ = [
     "sources",
     "transition_sources",
     "LinearHashPartitioner",
-    *_errors_all,
+    # admin and the layout log
+    "LayoutAdmin",
+    "TopicDescription",
+    "RetireResult",
+    "GroupGateState",
+    "LayoutLog",
+    "LayoutFollower",
+    "LayoutHistory",
+    "LayoutChange",
+    "Registration",
+    "Gate",
+    # clients
+    "OrderedProducer",
+    "OrderedConsumer",
+    "PartitionKeyRebalanceListener",
+    "GateStatus",
+    # placement
+    "rack_alternated_brokers",
+    "assign_replicas",
+    "plan_partitions",
+    "plan_heal",
+    "PlacementPlan",
+    "HealPlan",
+    # testing and demos
+    "EmbeddedBroker",
+    "FAST_GROUP_CONFIG",
+    "FAST_GROUP_CONFIG_KAFKA_PYTHON",
+    "OrderingOracle",
+    # errors
+    "KafkaOrderedError",
+    "ConfigError",
+    "InvalidLayoutError",
+    "InvalidKeyError",
+    "UnknownTopicError",
+    "TopicNotManagedError",
+    "TopicAlreadyManagedError",
+    "BrokerUnavailableError",
+    "UnsupportedBrokerApiError",
+    "LayoutLogError",
+    "LayoutLogUnwritableError",
+    "UnsafeLayoutLogError",
+    "CorruptLayoutRecordError",
+    "ConcurrentLayoutChangeError",
+    "RegistrationError",
+    "SwitchTimeoutError",
+    "PartitionOverrideError",
+    "PlacementError",
+    "GuardRailsError",
 ]

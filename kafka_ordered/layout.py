@@ -90,19 +90,22 @@ def _bucket(h: int, initial: int, partitions: int) -> int:
 
 
 def _compile(initial: int, partitions: int, hash: str) -> Callable[[Any], int]:
-    """A fast ``key -> partition`` function for fixed counts."""
-    hf = _hashing.SCALAR[hash]
+    """A fast ``key -> partition`` function for fixed counts (the per-record path)."""
     m = initial << _level(initial, partitions)
     split = partitions - m
     m2 = m << 1
-    if split == 0:
+    if hash == "murmur2":
+        mm2, seed = _hashing._m2, _hashing._SEED
 
-        def plain(key: Any) -> int:
+        def linear_murmur2(key: Any) -> int:
             if type(key) is not bytes:
                 key = _as_bytes(key)
-            return hf(key) % m
+            h = mm2(key, seed) & 0x7FFFFFFF
+            b = h % m
+            return h % m2 if b < split else b
 
-        return plain
+        return linear_murmur2
+    hf = _hashing.SCALAR[hash]
 
     def linear(key: Any) -> int:
         if type(key) is not bytes:

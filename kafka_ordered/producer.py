@@ -41,13 +41,13 @@ PRODUCER_OPTIONS = (
     "ordered.metadata.timeout.ms",
 )
 
-_UNMANAGED = None
+_UNKNOWN: Any = object()
 
 
 class _TopicState:
     """Per-topic switching state; guarded by the producer's lock."""
 
-    __slots__ = ("layout", "fn", "partitions", "busy", "buffer")
+    __slots__ = ("layout", "fn", "partitions", "busy", "buffer", "ready")
 
     def __init__(self) -> None:
         self.layout: Optional[Layout] = None  # the layout sends are partitioned by
@@ -55,6 +55,9 @@ class _TopicState:
         self.partitions = 0
         self.busy = False  # a switch is running
         self.buffer: Deque[Tuple[Optional[bytes], Any]] = collections.deque()
+        # Keyed sends may go straight out: registered for the current layout,
+        # no switch running, nothing buffered. Changed under the lock only.
+        self.ready = False
 
 
 class RegistrationRecord:
@@ -115,16 +118,23 @@ class _RegisteringProducer:
         """The layout history this producer follows."""
         return self._follower.history
 
+    def _refresh_states(self) -> None:
+        """Track newly managed topics and mark topics whose layout changed."""
+        history = self._follower.history
+        with self._lock:
+            version = history.version
+            for t in history.topics():
+                st = self._states.get(t)
+                if st is None:
+                    self._states[t] = _TopicState()
+                elif st.ready and self._needs_switch(t, st):
+                    st.ready = False
+            self._seen_version = version
+
     def _state(self, topic: str) -> Optional[_TopicState]:
         """The topic's state, or ``None`` when it is not managed."""
-        history = self._follower.history
-        version = history.version
-        if version != self._seen_version:
-            with self._lock:
-                for t in history.topics():
-                    if self._states.get(t) is None:
-                        self._states[t] = _TopicState()
-                self._seen_version = version
+        if self._follower.history.version != self._seen_version:
+            self._refresh_states()
         try:
             return self._states[topic]
         except KeyError:
@@ -149,8 +159,10 @@ class _RegisteringProducer:
                 count = st.partitions or self._follower.history.current(topic).partitions  # type: ignore[union-attr]
                 return self._send_now(topic, random.randrange(count), item)
             if not self._needs_switch(topic, st):
+                st.ready = True
                 return self._send_now(topic, st.fn(key), item)  # type: ignore[misc]
             st.busy = True
+            st.ready = False
             st.buffer.append((key, item))
         self._switch(topic, st)
         return self._buffered(item)
@@ -223,11 +235,12 @@ class _RegisteringProducer:
                 ) from e
             raise
         with self._lock:
-            st.layout, st.fn, st.partitions = target, target.partition_for, target.partitions
+            st.layout, st.fn, st.partitions = target, target._fn, target.partitions
             try:
                 self._drain(topic, st)
             finally:
                 st.busy = False
+                st.ready = not self._needs_switch(topic, st)
                 self._idle.notify_all()
 
     def _drain(self, topic: str, st: _TopicState) -> None:
@@ -265,6 +278,7 @@ class _RegisteringProducer:
                     continue
                 if not self._needs_switch(topic, st):
                     self._drain(topic, st)
+                    st.ready = True
                     continue
                 st.busy = True
             self._switch(topic, st)
@@ -330,24 +344,28 @@ class OrderedProducer(_RegisteringProducer):
                 headers: Any = None, *, callback: Optional[Callable[..., None]] = None) -> None:
         """Same as ``confluent_kafka.Producer.produce``; see the class docstring."""
         cb = on_delivery if on_delivery is not None else callback
-        st = self._state(topic)
-        if st is None:
+        if self._follower.history.version != self._seen_version:
+            self._refresh_states()
+        st = self._states.get(topic, _UNKNOWN)
+        if st is _UNKNOWN:
+            st = self._state(topic)
+        if st is None or (key is None and partition is not None and partition >= 0):
             self._producer.produce(topic, value, key, partition, on_delivery=cb, timestamp=timestamp, headers=headers)
             return
-        kb: Optional[bytes]
-        if key is None:
-            kb = None
-            if partition is not None and partition >= 0:
-                self._producer.produce(topic, value, key, partition, on_delivery=cb, timestamp=timestamp,
-                                       headers=headers)
-                return
-        else:
+        kb: Optional[bytes] = None
+        if key is not None:
             if partition is not None and partition >= 0:
                 raise PartitionOverrideError(
                     f"explicit partition={partition} for a keyed record of managed topic {topic} would break "
                     "per-key ordering; leave partition unset"
                 )
-            kb = key.encode("utf-8") if isinstance(key, str) else _as_bytes(key)
+            kb = key if type(key) is bytes else key.encode("utf-8") if isinstance(key, str) else _as_bytes(key)
+            if st.ready:
+                with self._lock:
+                    if st.ready:
+                        self._producer.produce(topic, value, key, st.fn(kb), on_delivery=cb, timestamp=timestamp,
+                                               headers=headers)
+                        return
         self._route(topic, kb, (value, key, cb, timestamp, headers))
 
     def _send_now(self, topic: str, partition: Optional[int], item: Any) -> None:

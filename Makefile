@@ -1,0 +1,37 @@
+# One-command set-up on a fresh machine: a virtualenv in .venv with everything the project needs.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: demo test test-unit bench install clean
+
+$(VENV)/.base: setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade --quiet pip
+	$(PY) -m pip install --quiet -e '.[kafka-python,broker]'
+	touch $@
+
+$(VENV)/.full: $(VENV)/.base
+	$(PY) -m pip install --quiet -e '.[kafka-python,broker,spark,test]'
+	touch $@
+
+install: $(VENV)/.full
+
+## make demo: start an embedded broker and run ordered vs plain clients through 4->5->6->8->6->8
+demo: $(VENV)/.base
+	$(VENV)/bin/kafka-ordered demo
+
+## make test: the whole suite (unit, integration on an embedded broker, Spark)
+test: $(VENV)/.full
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: $(VENV)/.full
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+## make bench: every benchmark (prints BENCH lines)
+bench: $(VENV)/.full
+	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis spark-warehouse

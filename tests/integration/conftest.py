@@ -1,0 +1,46 @@
+"""Factories for kafka-ordered clients on the session broker; each test gets
+its own layout-log topic so histories never mix."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from kafka_ordered import LayoutAdmin, OrderedConsumer, OrderedProducer
+from kafka_ordered.broker import FAST_GROUP_CONFIG
+
+
+@pytest.fixture
+def ordered_config(bootstrap: str, layout_topic: str) -> Dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}
+
+
+@pytest.fixture
+def admin(ordered_config: Dict[str, Any]) -> Iterator[LayoutAdmin]:
+    with LayoutAdmin(ordered_config) as a:
+        yield a
+
+
+@pytest.fixture
+def make_producer(ordered_config: Dict[str, Any], closing: Callable[[Any], Any]) -> Callable[..., OrderedProducer]:
+    def make(**extra: Any) -> OrderedProducer:
+        return closing(OrderedProducer({**ordered_config, "linger.ms": 5, **extra}))
+
+    return make
+
+
+@pytest.fixture
+def make_consumer(
+    ordered_config: Dict[str, Any], unique: Callable[[str], str], closing: Callable[[Any], Any]
+) -> Callable[..., OrderedConsumer]:
+    def make(group: Optional[str] = None, **extra: Any) -> OrderedConsumer:
+        conf = {**ordered_config, **FAST_GROUP_CONFIG, "group.id": group or unique("group"),
+                "auto.offset.reset": "earliest", **extra}
+        return closing(OrderedConsumer(conf))
+
+    return make
+
+
