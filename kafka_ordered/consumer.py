@@ -142,7 +142,7 @@ class _GatingConsumer:
         ListOffsets). Those starts are committed at the next poll so that
         gates waiting on them can open before any record arrives.
         """
-        history = self._follower.history
+        history = self._follower.sync()  # a topic may have become managed a moment ago
         earliest: List[TP] = []
         latest: List[TP] = []
         for tp in tps:
@@ -290,7 +290,8 @@ class _GatingConsumer:
             for start, waits in self._deps.get(tp, ()):
                 if off > start:
                     for q, w in waits.items():
-                        if self._committed.get(q, -1) < w and out.get(q, -1) < w:
+                        # A source lost meanwhile is its new owner's to commit.
+                        if q in self._owned and self._committed.get(q, -1) < w and out.get(q, -1) < w:
                             out[q] = w
         return out
 

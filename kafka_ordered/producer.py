@@ -138,8 +138,13 @@ class _RegisteringProducer:
         try:
             return self._states[topic]
         except KeyError:
-            with self._lock:
-                return self._states.setdefault(topic, None)
+            pass
+        # First send to this topic: it may have been put under management a
+        # moment ago, so read the log to its end before calling it unmanaged.
+        self._follower.sync()
+        self._refresh_states()
+        with self._lock:
+            return self._states.setdefault(topic, None)
 
     def _needs_switch(self, topic: str, st: _TopicState) -> bool:
         cur = self._follower.history.current(topic)

@@ -1,0 +1,887 @@
+"""Broker-free simulation of producer registrations and consumer gates.
+
+Pure and deterministic (one seeded :class:`random.Random`), no I/O: importable
+by tests and by a CLI. It exercises the real protocol pieces, not copies of
+them: layouts and ``transition_sources`` (:mod:`kafka_ordered.layout`), the
+layout-log record codecs and :class:`~kafka_ordered.history.LayoutHistory`
+(every participant follows its own view of one in-memory layout log), and the
+gate decisions of :class:`~kafka_ordered.gates.GateKeeper`. What is modelled
+instead of run is the I/O: partition logs, in-flight records, offsets, the
+group coordinator.
+
+The model
+---------
+* **Topic**: one managed topic with ``max(layouts)`` physical partitions from
+  the start (pre-provisioned spares), each an append-only list of records.
+* **Admin**: applies a scripted sequence of partition counts (expand when
+  larger, shrink when smaller), e.g. ``4 -> 5 -> 6 -> 8 -> 6 -> 8``, at random
+  times spread over the producing period.
+* **Producers** (some with a stable id, the others anonymous), each a state
+  machine whose steps interleave at random with everyone else's:
+
+  - *send* a keyed record (the application's per-key sequence number is given
+    when the record is enqueued, so the buffer keeps application order); it is
+    buffered while a switch runs, and starts a switch when the producer's view
+    of the layout log shows a layout it has not registered for;
+  - *ack* the head of one partition's in-flight queue (appends it to the
+    partition log: records can sit in flight for a long time; per partition
+    in order, like an idempotent producer);
+  - *observe*: its layout-log follower applies a random prefix of the unread
+    records (so a producer may register for an intermediate epoch);
+  - *registration steps*, exactly like ``OrderedProducer._switch`` (§3):
+    ``flush`` (enabled once nothing is in flight), then one step per offset
+    read — every ``wait`` (sources) first, then every ``start`` (targets); each
+    read is its own step, so other producers' appends interleave between them
+    — then ``append`` the registration to the layout log and switch (the buffer
+    is sent under the new layout). ``reverse_reads=True`` reads the starts
+    first. Without sources there is no flush and no read; a stable id still
+    appends a gate-less registration when its last one is for another epoch;
+  - *restart* (crash): per partition a random prefix of the in-flight records
+    is acknowledged, the rest (and the buffer) is lost — unacknowledged records
+    carry no promise. The new incarnation follows the whole log and registers
+    at its first send from ``_initial_from_epoch``: a stable id from the epoch
+    of its last registration, an anonymous one from the oldest layout change
+    inside ``window`` steps (none: no gates).
+* **Consumers**: one group of ``members``; every physical partition is owned
+  by one member. A member follows the layout log with lag and delivers a
+  record only when its view includes every layout-log record appended before
+  the record was written (freshness, what ``settle_ms`` buys) and its
+  ``GateKeeper`` allows it (``limit``), with *processed(q)* = max(committed,
+  own position when it owns ``q``), as ``_GatingConsumer`` computes it.
+  Steps: deliver a few records of one owned partition, commit (one atomic
+  OffsetCommit of every owned partition's position, which also keeps a gate
+  opened inside one member durable), follow the log, *rebalance* (move one
+  partition; the revoking member commits first, as ``_on_revoke`` does with
+  auto-commit), *crash* (the member loses its uncommitted progress and its
+  gate bookkeeping; it restarts from the committed offsets and replays).
+* **End**: once every producer has sent its budget and has nothing buffered or
+  in flight, and the admin is done, the consumers are run to a fixpoint
+  (follow, deliver everything allowed, commit, repeat).
+
+Definitions
+-----------
+* **Order** is per *(key, producer lineage)*. A lineage is a stable id across
+  all its incarnations; an anonymous producer's new incarnation continues the
+  lineage when its first registration covers the previous incarnation's
+  writes (its ``from_epoch`` is at most the epoch the previous one wrote
+  under: the design's "restart within the window"), else it starts a new
+  lineage (Kafka promises nothing there). The *chain* of a (key, lineage) is
+  its acknowledged records in sequence order.
+* **Effective set** ``E``: the records whose processing the group's state
+  reflects, Kafka at-least-once style. Per partition ``p`` it is the prefix
+  ``[0, eff[p])``: delivering the record at ``eff[p]`` extends it; a crash
+  rolls ``eff[p]`` back to the committed offset (those records will be
+  replayed); a rebalance commits first so it changes nothing.
+* **Violation**: ``E`` restricted to a chain must always be a prefix of the
+  chain. Checked (1) at every delivery: the delivered record's chain
+  predecessor must be in ``E`` (a record delivered before an earlier one of
+  the same key and lineage); (2) at every rollback: no rolled-back record may
+  leave its chain successor in ``E`` (a committed later record whose earlier
+  record is replayed after it). Replays of an uncommitted suffix are allowed:
+  re-delivering ``2, 3`` after ``1, 2, 3`` and a crash is fine.
+* **Deadlock**: at the end fixpoint (producers finished, everything
+  committed, every view complete) some acknowledged record is undelivered:
+  every partition with records left is held at a closed gate.
+* **Lost**: an acknowledged record never delivered although there is no
+  deadlock (must never happen).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Deque, Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple, Union
+
+from .gates import GateKeeper, processed_offset
+from .history import LayoutHistory, encode_layout, encode_registration
+from .layout import Layout, transition_sources
+
+__all__ = ["SimulationResult", "Simulation", "run", "find_seed", "crossing_scenario", "TOPIC"]
+
+TOPIC = "sim"
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """What one run did. ``violations``, ``deadlock`` and ``lost`` are the verdicts."""
+
+    seed: int
+    steps: int
+    produced: int  # acknowledged records
+    delivered: int  # delivery events, replays included
+    replays: int
+    violations: int
+    deadlock: bool
+    undelivered: int  # acknowledged records never delivered
+    lost: int  # undelivered without a deadlock (must be 0)
+    layout_changes: int
+    registrations: int  # registrations appended with gates
+    gates: int
+    concurrent_registrations: int  # most producers registering at the same time
+    gate_holds: int  # delivery attempts stopped at a closed gate
+    producer_restarts: int
+    consumer_crashes: int
+    rebalances: int
+    lineage_breaks: int  # anonymous restarts outside the window (new lineage)
+    detail: str = ""  # first violation, or the held gates of a deadlock
+
+    @property
+    def ok(self) -> bool:
+        return not self.deadlock and self.violations == 0 and self.lost == 0
+
+
+@dataclass(frozen=True)
+class _Record:
+    partition: int
+    offset: int
+    key: bytes
+    lineage: str
+    seq: int
+    log_len: int  # layout-log length when written (freshness)
+    chain_index: int
+
+
+class _View:
+    """One participant's follower of the layout log."""
+
+    __slots__ = ("history", "applied")
+
+    def __init__(self) -> None:
+        self.history = LayoutHistory(corrupt_policy="refuse")
+        self.applied = 0
+
+    def catch_up(self, log: Sequence[Tuple[bytes, bytes, int]], upto: Optional[int] = None) -> bool:
+        end = len(log) if upto is None else min(upto, len(log))
+        moved = end > self.applied
+        while self.applied < end:
+            key, value, ts = log[self.applied]
+            self.history.apply(self.applied, key, value, ts)
+            self.applied += 1
+        return moved
+
+    @property
+    def current(self) -> Layout:
+        cur = self.history.current(TOPIC)
+        assert cur is not None
+        return cur
+
+
+class _Registration:
+    __slots__ = ("target", "from_epoch", "srcs", "phase", "groups", "waits", "starts")
+
+    def __init__(self, target: Layout, from_epoch: int, srcs: Mapping[int, FrozenSet[int]]) -> None:
+        self.target = target
+        self.from_epoch = from_epoch
+        self.srcs = srcs
+        self.phase = "flush" if srcs else "append"
+        self.groups: List[List[Tuple[str, int]]] = []
+        self.waits: Dict[int, int] = {}
+        self.starts: Dict[int, int] = {}
+
+
+class _Producer:
+    def __init__(self, index: int, stable: bool, budget: int) -> None:
+        self.index = index
+        self.stable = stable
+        self.incarnation = 0
+        self.pid = f"stable-{index}" if stable else f"anon-{index}.0"
+        self.lineage = f"s{index}" if stable else f"a{index}.0"
+        self.view = _View()
+        self.layout: Optional[Layout] = None
+        self.budget = budget
+        self.buffer: Deque[bytes] = deque()
+        self.inflight: Dict[int, Deque[Tuple[bytes, str, int]]] = {}
+        self.reg: Optional[_Registration] = None
+        self.written_epoch: Optional[int] = None  # newest epoch the lineage wrote under
+
+    @property
+    def done(self) -> bool:
+        return self.budget == 0 and not self.buffer and self.reg is None and not any(self.inflight.values())
+
+
+class _Member:
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.view = _View()
+        self.keeper = GateKeeper()
+        self.gate_offset = 0
+        self.owned: Set[int] = set()
+        self.pos: Dict[int, int] = {}
+
+
+def _keys(keys: Union[int, Sequence[bytes]]) -> Tuple[bytes, ...]:
+    if isinstance(keys, int):
+        return tuple(f"key-{i}".encode() for i in range(keys))
+    return tuple(bytes(k) for k in keys)
+
+
+class Simulation:
+    """One simulated topic, producers, layout log and consumer group.
+
+    Drive it at random with :meth:`run` (or :meth:`step` / :meth:`finish`),
+    or script an interleaving with the action methods (``send``, ``ack``,
+    ``observe``, ``reg_step``, ``admin_step``, ``deliver``, ``commit``, ...).
+
+    Knobs: ``initial_partitions`` and ``layouts`` (the admin's sequence of
+    partition counts after the initial one); ``producers`` of which the first
+    ``stable_producers`` have a stable id; ``records_per_producer`` keyed
+    sends each, over ``keys`` keys (a count or the key bytes); ``members`` in
+    the group. ``reverse_reads`` reads the starts before the waits (the order
+    §3 forbids); ``gating=False`` delivers without gates; ``freshness=False``
+    delivers without waiting for the layout-log follower. At most
+    ``producer_restarts``, ``consumer_crashes`` and ``rebalances`` happen per
+    run; ``window`` is the anonymous restart window in steps;
+    ``reg_weight`` and ``consumer_weight`` scale how often registration and
+    consumer steps are picked (lower: registrations span more of the others'
+    steps; consumers lag more).
+    """
+
+    def __init__(
+        self,
+        seed: int = 0,
+        *,
+        initial_partitions: int = 4,
+        layouts: Sequence[int] = (5, 6, 8, 6, 8),
+        producers: int = 3,
+        stable_producers: int = 1,
+        records_per_producer: int = 40,
+        keys: Union[int, Sequence[bytes]] = 16,
+        members: int = 3,
+        reverse_reads: bool = False,
+        gating: bool = True,
+        freshness: bool = True,
+        producer_restarts: int = 2,
+        consumer_crashes: int = 2,
+        rebalances: int = 4,
+        window: int = 10**9,
+        reg_weight: float = 1.0,
+        consumer_weight: float = 0.5,
+        max_steps: int = 200_000,
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.reverse_reads = reverse_reads
+        self.gating = gating
+        self.freshness = freshness
+        self.window = window
+        self.reg_weight = reg_weight
+        self.consumer_weight = consumer_weight
+        self.max_steps = max_steps
+        self.keys = _keys(keys)
+        counts = [initial_partitions, *layouts]
+        self.physical = max(counts)
+        # The admin's scripted layouts (epoch e at index e - 1).
+        lay = Layout(TOPIC, 1, initial_partitions, initial_partitions, self.physical)
+        self.layouts: List[Layout] = [lay]
+        ops: List[str] = []
+        for n in layouts:
+            lay = lay.expanded(n) if n > lay.partitions else lay.shrunk(n)
+            ops.append("expand" if n > self.layouts[-1].partitions else "shrink")
+            self.layouts.append(lay)
+        self._ops = ops
+        self._partition_of = [{k: lay.partition_for(k) for k in self.keys} for lay in self.layouts]
+        self._sources_cache: Dict[Tuple[int, int], Dict[int, FrozenSet[int]]] = {}
+
+        self.step_no = 0
+        self.log: List[Tuple[bytes, bytes, int]] = []  # the layout log: (key, value, timestamp)
+        self._append_log(*encode_layout(self.layouts[0], "create", "admin"))
+        self.applied_layouts = 1
+        total = producers * records_per_producer
+        self._admin_at = sorted(self.rng.randrange(max(1, total)) for _ in layouts)
+        self.sent = 0
+
+        self.logs: List[List[_Record]] = [[] for _ in range(self.physical)]
+        self.producers = [_Producer(i, i < stable_producers, records_per_producer) for i in range(producers)]
+        for pr in self.producers:
+            pr.view.catch_up(self.log)
+        self._seq: Dict[Tuple[str, bytes], int] = {}
+
+        self.members = [_Member(i) for i in range(members)]
+        self.committed: Dict[int, int] = {}
+        self.owner: Dict[int, _Member] = {}
+        for p in range(self.physical):
+            m = self.members[p % members]
+            m.owned.add(p)
+            m.pos[p] = 0
+            self.owner[p] = m
+        for m in self.members:
+            self._follow(m)
+
+        # oracle
+        self.eff = [0] * self.physical
+        self.chains: Dict[Tuple[bytes, str], List[_Record]] = {}
+        self._delivered_once: Set[Tuple[int, int]] = set()
+        self.violations = 0
+        self.detail = ""
+
+        # budgets and counters
+        self._restarts_left = producer_restarts
+        self._crashes_left = consumer_crashes
+        self._rebalances_left = rebalances
+        self.delivered = 0
+        self.replays = 0
+        self.registrations = 0
+        self.gates = 0
+        self.gate_holds = 0
+        self.concurrent = 0
+        self.producer_restarts = 0
+        self.consumer_crashes = 0
+        self.rebalances = 0
+        self.lineage_breaks = 0
+        self.deadlock = False
+        self.finished = False
+
+    # ------------------------------------------------------------------ helpers
+
+    def _append_log(self, key: bytes, value: bytes) -> int:
+        self.log.append((key, value, self.step_no))
+        return len(self.log) - 1
+
+    def advance(self, steps: int) -> None:
+        """Move the clock (the step counter, what layout-log timestamps and
+        ``window`` are measured in) without doing anything."""
+        self.step_no += steps
+
+    def partition_of(self, epoch: int, key: bytes) -> int:
+        """Partition of ``key`` under the scripted layout of ``epoch``."""
+        return self._partition_of[epoch - 1][key]
+
+    def _sources(self, view: _View, from_epoch: int, epoch: int) -> Dict[int, FrozenSet[int]]:
+        k = (from_epoch, epoch)
+        got = self._sources_cache.get(k)
+        if got is None:
+            h = view.history
+            got = transition_sources([h.layout(TOPIC, e) for e in range(from_epoch, epoch)], h.layout(TOPIC, epoch))
+            self._sources_cache[k] = got
+        return got
+
+    # ------------------------------------------------------------------ admin
+
+    def admin_step(self) -> bool:
+        """Append the next scripted layout change; False when none is left."""
+        if self.applied_layouts >= len(self.layouts):
+            return False
+        lay = self.layouts[self.applied_layouts]
+        self._append_log(*encode_layout(lay, self._ops[self.applied_layouts - 1], "admin"))
+        self.applied_layouts += 1
+        return True
+
+    # ------------------------------------------------------------------ producers
+
+    def send(self, i: int, key: Optional[bytes] = None) -> None:
+        """Producer ``i`` sends one keyed record (``key`` random when omitted)."""
+        pr = self.producers[i]
+        if key is None:
+            key = self.rng.choice(self.keys)
+        if pr.budget > 0:
+            pr.budget -= 1
+        self.sent += 1
+        if pr.reg is not None:
+            pr.buffer.append(key)
+            return
+        cur = pr.view.current
+        if pr.layout is None or cur.epoch != pr.layout.epoch:
+            pr.buffer.append(key)
+            self._begin_switch(pr)
+            return
+        self._enqueue(pr, key)
+
+    def _enqueue(self, pr: _Producer, key: bytes) -> None:
+        assert pr.layout is not None
+        p = self._partition_of[pr.layout.epoch - 1][key]
+        sk = (pr.lineage, key)
+        seq = self._seq.get(sk, 0)
+        self._seq[sk] = seq + 1
+        pr.inflight.setdefault(p, deque()).append((key, pr.lineage, seq))
+        pr.written_epoch = pr.layout.epoch
+
+    def _initial_from_epoch(self, pr: _Producer, target: Layout) -> int:
+        # Mirrors _RegisteringProducer._initial_from_epoch with the step number as the clock.
+        h = pr.view.history
+        if pr.stable:
+            last = h.last_registration(TOPIC, pr.pid)
+            if last is not None:
+                return last.epoch
+        recent = h.epochs_changed_since(TOPIC, self.step_no - self.window)
+        return min(recent) - 1 if recent else target.epoch
+
+    def _begin_switch(self, pr: _Producer) -> None:
+        target = pr.view.current
+        if pr.layout is not None:
+            from_epoch = pr.layout.epoch
+        else:
+            from_epoch = self._initial_from_epoch(pr, target)
+            if (not pr.stable and pr.incarnation > 0 and pr.written_epoch is not None
+                    and from_epoch > pr.written_epoch):
+                # The new incarnation's gates do not cover the old one's writes:
+                # no promise, so the oracle starts a new lineage.
+                self.lineage_breaks += 1
+                pr.lineage = f"a{pr.index}.{pr.incarnation}"
+                pr.written_epoch = None
+        srcs = self._sources(pr.view, from_epoch, target.epoch) if from_epoch < target.epoch else {}
+        pr.reg = _Registration(target, from_epoch, srcs)
+        if srcs:
+            waits = [("wait", q) for q in sorted({q for qs in srcs.values() for q in qs})]
+            starts = [("start", p) for p in sorted(srcs)]
+            pr.reg.groups = [starts, waits] if self.reverse_reads else [waits, starts]
+        busy = sum(1 for x in self.producers if x.reg is not None and x.reg.srcs)
+        self.concurrent = max(self.concurrent, busy)
+
+    def ack(self, i: int, partition: Optional[int] = None) -> bool:
+        """Acknowledge the head in-flight record of one partition (random when omitted)."""
+        pr = self.producers[i]
+        ready = [p for p, q in sorted(pr.inflight.items()) if q]
+        if not ready:
+            return False
+        p = partition if partition is not None else self.rng.choice(ready)
+        key, lineage, seq = pr.inflight[p].popleft()
+        self._write(p, key, lineage, seq)
+        return True
+
+    def ack_all(self, i: int) -> None:
+        while self.ack(i):
+            pass
+
+    def _write(self, p: int, key: bytes, lineage: str, seq: int) -> None:
+        chain = self.chains.setdefault((key, lineage), [])
+        assert not chain or chain[-1].seq < seq, "a producer wrote a key out of sequence order"
+        rec = _Record(p, len(self.logs[p]), key, lineage, seq, len(self.log), len(chain))
+        chain.append(rec)
+        self.logs[p].append(rec)
+
+    def observe(self, i: int, upto: Optional[int] = None) -> bool:
+        """Producer ``i``'s follower reads the layout log up to ``upto`` (default: a random prefix)."""
+        pr = self.producers[i]
+        if pr.view.applied >= len(self.log):
+            return False
+        if upto is None:
+            upto = self.rng.randint(pr.view.applied + 1, len(self.log))
+        return pr.view.catch_up(self.log, upto)
+
+    def reg_enabled(self, i: int) -> bool:
+        pr = self.producers[i]
+        return pr.reg is not None and not (pr.reg.phase == "flush" and any(pr.inflight.values()))
+
+    def reg_step(self, i: int) -> Optional[str]:
+        """One step of producer ``i``'s registration: the flush, one offset
+        read, or the append and switch. Returns what it did (None: nothing)."""
+        pr = self.producers[i]
+        reg = pr.reg
+        if reg is None or not self.reg_enabled(i):
+            return None
+        if reg.phase == "flush":
+            reg.phase = "reads"
+            return "flush"
+        if reg.phase == "reads":
+            group = reg.groups[0]
+            kind, p = group.pop(self.rng.randrange(len(group)))
+            (reg.waits if kind == "wait" else reg.starts)[p] = len(self.logs[p])
+            if not group:
+                reg.groups.pop(0)
+            if not reg.groups:
+                reg.phase = "append"
+            return f"{kind}[{p}]"
+        # append + switch
+        target = reg.target
+        spec = {p: (reg.starts[p], {q: reg.waits[q] for q in sorted(qs)}) for p, qs in reg.srcs.items()}
+        last = pr.view.history.last_registration(TOPIC, pr.pid) if pr.stable else None
+        if spec or (pr.stable and (last is None or last.epoch != target.epoch)):
+            self._append_log(*encode_registration(TOPIC, pr.pid, pr.stable, target.epoch,
+                                                  min(reg.from_epoch, target.epoch), spec))
+            if spec:
+                self.registrations += 1
+                self.gates += len(spec)
+        pr.reg = None
+        pr.layout = target
+        while pr.buffer:
+            self._enqueue(pr, pr.buffer.popleft())
+        return "append"
+
+    def read_group(self, i: int) -> List[str]:
+        """Producer ``i`` flushes if still needed, then performs every read of
+        its current read group (the waits, or the starts when reversed)."""
+        reg = self.producers[i].reg
+        if reg is None:
+            return []
+        if reg.phase == "flush":
+            self.ack_all(i)
+            self.reg_step(i)
+        done: List[str] = []
+        if reg.phase == "reads":
+            left = len(reg.groups)
+            while len(reg.groups) == left:
+                done.append(str(self.reg_step(i)))
+        return done
+
+    def register(self, i: int) -> None:
+        """Run producer ``i``'s pending registration to the end (acks first)."""
+        self.ack_all(i)
+        while self.reg_step(i) is not None:
+            pass
+
+    def restart_producer(self, i: int) -> None:
+        """Crash producer ``i`` and start a new incarnation."""
+        pr = self.producers[i]
+        for p, q in sorted(pr.inflight.items()):
+            n = self.rng.randint(0, len(q))
+            for _ in range(n):
+                key, lineage, seq = q.popleft()
+                self._write(p, key, lineage, seq)
+            q.clear()
+        pr.buffer.clear()
+        pr.reg = None
+        pr.layout = None
+        pr.incarnation += 1
+        if not pr.stable:
+            pr.pid = f"anon-{i}.{pr.incarnation}"
+        pr.view = _View()
+        pr.view.catch_up(self.log)
+        self.producer_restarts += 1
+
+    def _producer_step(self, pr: _Producer) -> None:
+        opts: List[Tuple[str, float]] = []
+        if pr.budget > 0:
+            opts.append(("send", 3.0))
+        if any(pr.inflight.values()):
+            opts.append(("ack", 2.5))
+        if pr.view.applied < len(self.log):
+            opts.append(("observe", 0.7))
+        if self.reg_enabled(pr.index):
+            opts.append(("reg", self.reg_weight))
+        if self._restarts_left > 0 and pr.budget > 0:
+            opts.append(("restart", 0.02))
+        if not opts:
+            return
+        what = self._pick(opts)[0]
+        if what == "send":
+            self.send(pr.index)
+        elif what == "ack":
+            self.ack(pr.index)
+        elif what == "observe":
+            self.observe(pr.index)
+        elif what == "reg":
+            self.reg_step(pr.index)
+        else:
+            self._restarts_left -= 1
+            self.restart_producer(pr.index)
+
+    # ------------------------------------------------------------------ consumers
+
+    def _follow(self, m: _Member, upto: Optional[int] = None) -> None:
+        if m.view.catch_up(self.log, upto):
+            m.keeper.add_gates(m.view.history.gates(TOPIC, m.gate_offset))
+            m.gate_offset = m.view.applied
+
+    def follow(self, j: int, upto: Optional[int] = None) -> None:
+        """Member ``j``'s follower reads the layout log (to ``upto``, default all)."""
+        self._follow(self.members[j], upto)
+
+    def _update_gates(self, m: _Member) -> None:
+        processed = {
+            tp: processed_offset(self.committed.get(tp[1]), m.pos.get(tp[1]) if tp[1] in m.owned else None)
+            for tp in m.keeper.sources()
+        }
+        m.keeper.update(processed)
+
+    def deliver(self, j: int, p: int, n: int = 1 << 30) -> int:
+        """Member ``j`` delivers up to ``n`` records of its partition ``p``; returns how many."""
+        m = self.members[j]
+        if p not in m.owned:
+            return 0
+        log = self.logs[p]
+        tp = (TOPIC, p)
+        done = 0
+        if self.gating:
+            self._update_gates(m)
+        while done < n:
+            pos = m.pos[p]
+            if pos >= len(log):
+                break
+            rec = log[pos]
+            if self.freshness and rec.log_len > m.view.applied:
+                break  # freshness: wait for the follower
+            if self.gating:
+                limit = m.keeper.limit(tp)
+                if limit is not None and pos >= limit:
+                    self.gate_holds += 1
+                    break
+                m.keeper.announce(tp, pos)
+            self._deliver_record(rec)
+            m.pos[p] = pos + 1
+            self.eff[p] = pos + 1
+            done += 1
+        return done
+
+    def commit(self, j: int) -> bool:
+        """Member ``j`` commits every owned partition's position (one OffsetCommit)."""
+        m = self.members[j]
+        changed = False
+        for p in sorted(m.owned):
+            if m.pos[p] > self.committed.get(p, -1):
+                self.committed[p] = m.pos[p]
+                changed = True
+        return changed
+
+    def crash_member(self, j: int) -> None:
+        """Member ``j`` crashes: uncommitted progress is lost and will be replayed."""
+        m = self.members[j]
+        rolled: List[_Record] = []
+        for p in sorted(m.owned):
+            c = self.committed.get(p, 0)
+            rolled.extend(self.logs[p][c:self.eff[p]])
+            self.eff[p] = m.pos[p] = c
+        for rec in rolled:
+            chain = self.chains[(rec.key, rec.lineage)]
+            if rec.chain_index + 1 < len(chain):
+                succ = chain[rec.chain_index + 1]
+                if succ.offset < self.eff[succ.partition]:
+                    self._violation(f"rollback of {self._describe(rec)} leaves the later {self._describe(succ)} processed")
+        m.keeper = GateKeeper()
+        m.view = _View()
+        m.gate_offset = 0
+        self._follow(m)
+        self.consumer_crashes += 1
+
+    def move_partition(self, p: int, j: int) -> None:
+        """Rebalance: partition ``p`` moves to member ``j`` (the old owner commits on revoke)."""
+        old = self.owner[p]
+        new = self.members[j]
+        if old is new:
+            return
+        self.commit(old.index)
+        old.owned.discard(p)
+        del old.pos[p]
+        new.owned.add(p)
+        new.pos[p] = self.committed.get(p, 0)
+        new.keeper.forget_announcements((TOPIC, p), new.pos[p])
+        self.owner[p] = new
+        self.rebalances += 1
+
+    def _member_step(self, m: _Member) -> None:
+        r = self.rng.random()
+        if r < 0.7:
+            ready = [p for p in sorted(m.owned) if m.pos[p] < len(self.logs[p])]
+            if ready:
+                self.deliver(m.index, self.rng.choice(ready), self.rng.randint(1, 3))
+        elif r < 0.85:
+            self.commit(m.index)
+        elif m.view.applied < len(self.log):
+            self._follow(m, self.rng.randint(m.view.applied + 1, len(self.log)))
+
+    # ------------------------------------------------------------------ oracle
+
+    def _describe(self, rec: _Record) -> str:
+        return f"{rec.key.decode(errors='replace')}/{rec.lineage}#{rec.seq}@{rec.partition}:{rec.offset}"
+
+    def _violation(self, what: str) -> None:
+        self.violations += 1
+        if not self.detail:
+            self.detail = f"step {self.step_no}: {what}"
+
+    def _deliver_record(self, rec: _Record) -> None:
+        self.delivered += 1
+        ident = (rec.partition, rec.offset)
+        if ident in self._delivered_once:
+            self.replays += 1
+        else:
+            self._delivered_once.add(ident)
+        if rec.chain_index > 0:
+            pred = self.chains[(rec.key, rec.lineage)][rec.chain_index - 1]
+            if pred.offset >= self.eff[pred.partition]:
+                self._violation(f"{self._describe(rec)} delivered before {self._describe(pred)}")
+
+    # ------------------------------------------------------------------ driving
+
+    def producing(self) -> bool:
+        return self.applied_layouts < len(self.layouts) or not all(pr.done for pr in self.producers)
+
+    def _pick(self, options: Sequence[Any]) -> Any:
+        """A random option, weighted by its last element."""
+        r = self.rng.random() * sum(o[-1] for o in options)
+        for o in options:
+            r -= o[-1]
+            if r < 0:
+                return o
+        return options[-1]
+
+    def step(self) -> None:
+        """One random step of one actor."""
+        self.step_no += 1
+        actors: List[Tuple[str, Any, float]] = []
+        if self.applied_layouts < len(self.layouts) and (
+            self._admin_at[self.applied_layouts - 1] <= self.sent or all(pr.budget == 0 for pr in self.producers)
+        ):
+            actors.append(("admin", None, 0.5))
+        for pr in self.producers:
+            if pr.budget or pr.reg is not None or any(pr.inflight.values()):
+                actors.append(("producer", pr, 1.0))
+        cw = self.consumer_weight
+        for m in self.members:
+            actors.append(("member", m, cw))
+        if self._rebalances_left > 0 and len(self.members) > 1:
+            actors.append(("rebalance", None, 0.03))
+        if self._crashes_left > 0:
+            actors.append(("crash", None, 0.01))
+        kind, actor, _ = self._pick(actors)
+        if kind == "member":
+            self._member_step(actor)
+        elif kind == "producer":
+            self._producer_step(actor)
+        elif kind == "admin":
+            self.admin_step()
+        elif kind == "rebalance":
+            self._rebalances_left -= 1
+            p = self.rng.randrange(self.physical)
+            others = [m.index for m in self.members if m is not self.owner[p]]
+            self.move_partition(p, self.rng.choice(others))
+        else:
+            self._crashes_left -= 1
+            self.crash_member(self.rng.randrange(len(self.members)))
+
+    def finish(self) -> None:
+        """Run every member to a fixpoint; decides ``deadlock``."""
+        while True:
+            progress = False
+            for m in self.members:
+                self._follow(m)
+            for m in self.members:
+                for p in sorted(m.owned):
+                    if self.deliver(m.index, p) > 0:
+                        progress = True
+            for m in self.members:
+                if self.commit(m.index):
+                    progress = True
+            if not progress:
+                break
+        held = [p for p in range(self.physical) if self.eff[p] < len(self.logs[p])]
+        self.deadlock = bool(held) and self.gating
+        if held and self.gating and not self.detail:
+            parts = []
+            for p in held:
+                m = self.owner[p]
+                processed = {tp: self.committed.get(tp[1], -1) for tp in m.keeper.sources()}
+                for st in m.keeper.status(processed):
+                    if st.partition == p:
+                        parts.append(f"p{p} held at {st.start} waiting on {dict(st.waiting_on)}")
+            self.detail = "deadlock: " + "; ".join(parts)
+        self.finished = True
+
+    def run(self) -> "SimulationResult":
+        while self.producing():
+            if self.step_no >= self.max_steps:
+                raise RuntimeError(f"simulation seed {self.seed} did not finish producing in {self.max_steps} steps")
+            self.step()
+        # Consumers keep running at random (rebalances, crashes included) for a while ...
+        tail = 4 * self._undelivered() + 50
+        while tail > 0 and self.step_no < self.max_steps:
+            self.step()
+            tail -= 1
+            if tail % 16 == 0 and not self._undelivered():
+                break
+        # ... then to a fixpoint.
+        self.finish()
+        return self.result()
+
+    def _undelivered(self) -> int:
+        return sum(len(log) - e for log, e in zip(self.logs, self.eff))
+
+    def result(self) -> SimulationResult:
+        produced = sum(len(log) for log in self.logs)
+        undelivered = self._undelivered()
+        return SimulationResult(
+            seed=self.seed,
+            steps=self.step_no,
+            produced=produced,
+            delivered=self.delivered,
+            replays=self.replays,
+            violations=self.violations,
+            deadlock=self.deadlock,
+            undelivered=undelivered,
+            lost=0 if self.deadlock else undelivered,
+            layout_changes=self.applied_layouts - 1,
+            registrations=self.registrations,
+            gates=self.gates,
+            concurrent_registrations=self.concurrent,
+            gate_holds=self.gate_holds,
+            producer_restarts=self.producer_restarts,
+            consumer_crashes=self.consumer_crashes,
+            rebalances=self.rebalances,
+            lineage_breaks=self.lineage_breaks,
+            detail=self.detail,
+        )
+
+
+def run(seed: int, **knobs: Any) -> SimulationResult:
+    """Run one random simulation; ``knobs`` are :class:`Simulation`'s keyword
+    arguments (``reverse_reads``, ``gating``, ``layouts``, ``producers``, ...)."""
+    return Simulation(seed, **knobs).run()
+
+
+def crossing_scenario(reverse_reads: bool = True) -> Simulation:
+    """The adversarial interleaving that deadlocks when offsets are read starts-first.
+
+    Topic with 4 initial partitions; layouts 4 -> 8 (epoch 2) -> 4 (epoch 3).
+    One key ``k`` lives in partition 2 under 4 partitions and in 6 under 8.
+    Producers A and B both write ``k`` under epoch 1 (to 2), then:
+
+    1. epoch 2 appears; A registers 1 -> 2 and writes ``k`` to 6;
+    2. B starts registering 1 -> 2 (gate on 6 waiting on 2) and performs its
+       *first* read group only;
+    3. A writes ``k`` to 6 again (A is already on epoch 2);
+    4. epoch 3 appears; A registers 2 -> 3 (gate on 2 waiting on 6) and writes
+       ``k`` to 2;
+    5. B performs its second read group, appends, switches, writes ``k`` to 6.
+
+    Starts first, B read ``start[6]`` in step 2, before A's write of step 3,
+    and ``wait[2]`` in step 5, after A's write of step 4; A read ``start[2]``
+    before its own write to 2 and ``wait[6]`` after its write of step 3. So
+    B's gate holds 6 from an offset *below* A's ``wait[6]`` until 2 is
+    processed *past* A's ``start[2]``, where A's gate holds 2 until 6 reaches
+    its ``wait[6]``: each gate waits for records behind the other, forever.
+
+    Waits first, B reads ``wait[2]`` in step 2 (before A's write to 2, so at
+    or below A's ``start[2]``) and ``start[6]`` in step 5 (after A's write to
+    6, so at or above A's ``wait[6]``): the cycle cannot close. In general a
+    gate then waits only for records written before its starts were read,
+    whose own gates had their starts read earlier still: a chain back in time.
+
+    Returns the finished simulation (``result().deadlock`` tells).
+    """
+    sim = Simulation(0, initial_partitions=4, layouts=(8, 4), producers=2, stable_producers=0,
+                     records_per_producer=0, members=2, reverse_reads=reverse_reads,
+                     producer_restarts=0, consumer_crashes=0, rebalances=0)
+    k = next(k for k in sim.keys if sim.partition_of(1, k) == 2 and sim.partition_of(2, k) == 6)
+    a, b = 0, 1
+    for i in (a, b):  # both on epoch 1, one record of k each in partition 2
+        sim.send(i, k)
+        sim.register(i)
+        sim.ack_all(i)
+    sim.admin_step()  # epoch 2: 4 -> 8
+    sim.observe(a, len(sim.log))
+    sim.observe(b, len(sim.log))
+    sim.send(a, k)  # 1. A registers 1 -> 2, writes k to 6
+    sim.register(a)
+    sim.ack_all(a)
+    sim.send(b, k)  # 2. B registers 1 -> 2: first read group only
+    sim.read_group(b)
+    sim.send(a, k)  # 3. A writes k to 6 again
+    sim.ack_all(a)
+    sim.admin_step()  # 4. epoch 3: 8 -> 4; A registers 2 -> 3, writes k to 2
+    sim.observe(a, len(sim.log))
+    sim.send(a, k)
+    sim.register(a)
+    sim.ack_all(a)
+    sim.register(b)  # 5. B's second read group, append, switch, write k to 6
+    sim.ack_all(b)
+    sim.finish()
+    return sim
+
+
+def find_seed(predicate: Any, seeds: Sequence[int], **knobs: Any) -> Optional[SimulationResult]:
+    """The first result among ``seeds`` for which ``predicate(result)`` holds."""
+    for s in seeds:
+        r = run(s, **knobs)
+        if predicate(r):
+            return r
+    return None

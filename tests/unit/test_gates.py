@@ -1,0 +1,431 @@
+"""Unit tests of the pure gate decisions (kafka_ordered.gates)."""
+
+from __future__ import annotations
+
+import random
+from typing import Dict, List, Mapping, Tuple
+
+import pytest
+
+from kafka_ordered.gates import (
+    GateKeeper,
+    GateStatus,
+    delivery_limit,
+    gate_open,
+    pending_waits,
+    plan_end_offsets,
+    processed_offset,
+)
+from kafka_ordered.history import Gate
+
+T = "t"
+
+
+def gate(p: int, start: int, wait: Mapping[int, int], offset: int = 0, topic: str = T,
+         producer: str = "prod", epoch: int = 2) -> Gate:
+    return Gate(topic, p, start, dict(wait), producer, epoch, offset)
+
+
+def tp(p: int, topic: str = T) -> Tuple[str, int]:
+    return (topic, p)
+
+
+# -- processed_offset
+
+
+@pytest.mark.parametrize("candidates, expected", [
+    ((), -1),
+    ((None,), -1),
+    ((None, None, None), -1),
+    ((5,), 5),
+    ((0,), 0),
+    ((3, None, 7), 7),
+    ((None, 2, 1), 2),
+    ((-5, None), -1),  # below "unknown" stays unknown
+    ((4, 4), 4),
+])
+def test_processed_offset(candidates: tuple, expected: int) -> None:
+    assert processed_offset(*candidates) == expected
+
+
+# -- gate_open
+
+
+def test_gate_open_boundaries() -> None:
+    g = gate(4, 10, {0: 5, 1: 7})
+    assert not gate_open(g, {})
+    assert not gate_open(g, {0: 5})  # 1 unknown
+    assert not gate_open(g, {0: 4, 1: 7})  # one short by one
+    assert not gate_open(g, {0: 5, 1: 6})
+    assert gate_open(g, {0: 5, 1: 7})  # processed == wait opens
+    assert gate_open(g, {0: 50, 1: 70, 9: 0})  # extra partitions ignored
+
+
+def test_gate_open_without_sources_is_open() -> None:
+    assert gate_open(gate(4, 10, {}), {})
+
+
+def test_gate_open_wait_zero_needs_a_known_processed_offset() -> None:
+    g = gate(4, 0, {0: 0})
+    assert not gate_open(g, {})  # unknown (-1) is short of 0
+    assert gate_open(g, {0: 0})
+
+
+# -- delivery_limit
+
+
+def test_delivery_limit_none_without_gates_or_when_all_open() -> None:
+    assert delivery_limit([], {}) is None
+    gs = [gate(4, 10, {0: 5}), gate(4, 20, {1: 3})]
+    assert delivery_limit(gs, {0: 5, 1: 3}) is None
+
+
+def test_delivery_limit_smallest_closed_start() -> None:
+    gs = [gate(4, 30, {0: 5}, 1), gate(4, 10, {1: 3}, 2), gate(4, 20, {2: 9}, 3)]
+    assert delivery_limit(gs, {}) == 10
+    assert delivery_limit(gs, {1: 3}) == 20  # the earliest one opened
+    assert delivery_limit(gs, {1: 3, 2: 9}) == 30
+    assert delivery_limit(list(reversed(gs)), {1: 3}) == 20  # order of the gates does not matter
+
+
+def test_delivery_limit_open_gate_with_smaller_start_is_ignored() -> None:
+    gs = [gate(4, 5, {0: 1}), gate(4, 8, {1: 1})]
+    assert delivery_limit(gs, {0: 1}) == 8
+    assert delivery_limit(gs, {1: 1}) == 5  # a later gate open does not lift an earlier closed one
+
+
+def test_delivery_limit_equal_starts() -> None:
+    gs = [gate(4, 7, {0: 1}, 1), gate(4, 7, {1: 1}, 2)]
+    assert delivery_limit(gs, {0: 1}) == 7
+    assert delivery_limit(gs, {0: 1, 1: 1}) is None
+
+
+# -- pending_waits
+
+
+def test_pending_waits() -> None:
+    gs = [gate(4, 10, {0: 5, 1: 3}, 1), gate(5, 12, {0: 9}, 2), gate(6, 0, {2: 4}, 3)]
+    assert pending_waits(gs, {}) == {0: 9, 1: 3, 2: 4}
+    assert pending_waits(gs, {0: 5}) == {0: 9, 1: 3, 2: 4}
+    assert pending_waits(gs, {0: 9, 2: 4}) == {1: 3}  # satisfied sources drop out
+    assert pending_waits(gs, {0: 9, 1: 3, 2: 4}) == {}
+    assert pending_waits([], {}) == {}
+
+
+def test_pending_waits_keeps_unsatisfied_source_of_partially_open_gate() -> None:
+    gs = [gate(4, 10, {0: 5, 1: 3})]
+    assert pending_waits(gs, {1: 3}) == {0: 5}
+
+
+# -- plan_end_offsets (Spark micro-batch planning)
+
+
+def test_plan_end_offsets_without_gates_is_latest() -> None:
+    assert plan_end_offsets([], {0: 1, 1: 2}, {0: 10, 1: 20}) == {0: 10, 1: 20}
+
+
+def test_plan_end_offsets_caps_at_closed_gate() -> None:
+    gs = [gate(1, 5, {0: 8})]
+    assert plan_end_offsets(gs, {0: 3, 1: 0}, {0: 10, 1: 20}) == {0: 10, 1: 5}
+    # once the committed start of 0 covers the wait, the gate no longer caps
+    assert plan_end_offsets(gs, {0: 8, 1: 5}, {0: 10, 1: 20}) == {0: 10, 1: 20}
+
+
+def test_plan_end_offsets_never_below_own_start() -> None:
+    # A closed gate that starts before where the query already is: no progress, no regress.
+    gs = [gate(1, 5, {0: 8})]
+    assert plan_end_offsets(gs, {0: 3, 1: 7}, {0: 10, 1: 20}) == {0: 10, 1: 7}
+    # latest below start (should not happen) still never goes backwards
+    assert plan_end_offsets([], {0: 9}, {0: 4}) == {0: 9}
+
+
+def test_plan_end_offsets_missing_start_is_zero() -> None:
+    gs = [gate(1, 2, {0: 0})]
+    # 0 missing from start counts as processed 0: a wait of 0 is satisfied
+    assert plan_end_offsets(gs, {}, {0: 4, 1: 6}) == {0: 4, 1: 6}
+    gs = [gate(1, 2, {0: 1})]
+    assert plan_end_offsets(gs, {}, {0: 4, 1: 6}) == {0: 4, 1: 2}
+
+
+def test_plan_end_offsets_source_outside_the_query_is_unknown() -> None:
+    # A source neither in start nor latest is unknown (-1): the gate stays closed.
+    gs = [gate(1, 2, {7: 0})]
+    assert plan_end_offsets(gs, {1: 0}, {1: 6}) == {1: 2}
+
+
+def test_plan_end_offsets_only_partitions_in_latest() -> None:
+    gs = [gate(3, 1, {0: 5})]
+    assert plan_end_offsets(gs, {0: 0, 3: 0}, {0: 5}) == {0: 5}
+
+
+def test_plan_end_offsets_source_in_the_same_batch_does_not_open() -> None:
+    # Records of 0 up to 8 are in this batch, not yet processed: 1 stops at its gate.
+    gs = [gate(1, 4, {0: 8})]
+    ends = plan_end_offsets(gs, {0: 0, 1: 0}, {0: 8, 1: 9})
+    assert ends == {0: 8, 1: 4}
+    # the next batch starts where this one ended: now the gate opens
+    assert plan_end_offsets(gs, ends, {0: 8, 1: 9}) == {0: 8, 1: 9}
+
+
+def test_plan_end_offsets_chain_of_gates() -> None:
+    gs = [gate(1, 4, {0: 8}, 1), gate(2, 2, {1: 6}, 2)]
+    b1 = plan_end_offsets(gs, {0: 0, 1: 0, 2: 0}, {0: 8, 1: 9, 2: 5})
+    assert b1 == {0: 8, 1: 4, 2: 2}
+    b2 = plan_end_offsets(gs, b1, {0: 8, 1: 9, 2: 5})
+    assert b2 == {0: 8, 1: 9, 2: 2}  # 1 reached only 4 < 6
+    b3 = plan_end_offsets(gs, b2, {0: 8, 1: 9, 2: 5})
+    assert b3 == {0: 8, 1: 9, 2: 5}
+
+
+# -- GateKeeper
+
+
+def test_keeper_add_gates_ignores_known_ones() -> None:
+    k = GateKeeper()
+    g1, g2 = gate(4, 10, {0: 5}, offset=1), gate(5, 3, {1: 2}, offset=1)
+    assert k.add_gates([g1, g2]) == 2
+    assert k.add_gates([g1, g2]) == 0
+    # identity is (registration offset, partition): a re-read copy is ignored
+    assert k.add_gates([gate(4, 99, {0: 99}, offset=1)]) == 0
+    assert k.limit(tp(4)) == 10
+    assert k.add_gates([gate(4, 99, {0: 99}, offset=2)]) == 1
+    assert k.add_gates([]) == 0
+
+
+def test_keeper_limit_is_smallest_closed_start() -> None:
+    k = GateKeeper()
+    assert k.limit(tp(4)) is None
+    k.add_gates([gate(4, 30, {0: 1}, 1), gate(4, 10, {1: 1}, 2), gate(4, 20, {2: 1}, 3)])
+    assert k.limit(tp(4)) == 10
+    assert k.limit(tp(5)) is None
+    assert k.limit(("other", 4)) is None
+    k.update({tp(1): 1})
+    assert k.limit(tp(4)) == 20
+    k.update({tp(0): 1, tp(2): 1})
+    assert k.limit(tp(4)) is None
+
+
+def test_keeper_equal_starts_ordered_by_offset() -> None:
+    k = GateKeeper()
+    k.add_gates([gate(4, 7, {0: 1}, 9), gate(4, 7, {1: 1}, 3)])
+    assert k.limit(tp(4)) == 7
+    k.update({tp(1): 1})
+    assert k.limit(tp(4)) == 7
+    st = k.status({})
+    assert len(st) == 1 and st[0].waiting_on == {0: (1, -1)}
+
+
+def test_keeper_update_returns_newly_opened_once() -> None:
+    k = GateKeeper()
+    g1, g2 = gate(4, 10, {0: 5, 1: 2}, 1), gate(5, 3, {0: 9}, 2)
+    k.add_gates([g1, g2])
+    assert k.update({}) == []
+    assert k.update({tp(0): 5}) == []  # 1 still short
+    assert k.update({tp(0): 5, tp(1): 2}) == [g1]
+    assert k.update({tp(0): 5, tp(1): 2}) == []  # not again
+    assert k.update({tp(0): 9}) == [g2]
+    assert k.closed_partitions() == []
+
+
+def test_keeper_opened_gate_stays_open_when_processed_goes_back() -> None:
+    k = GateKeeper()
+    k.add_gates([gate(4, 10, {0: 5})])
+    k.update({tp(0): 5})
+    assert k.limit(tp(4)) is None
+    assert k.update({tp(0): 0}) == []
+    assert k.limit(tp(4)) is None
+
+
+def test_keeper_update_is_per_topic() -> None:
+    k = GateKeeper()
+    ga = gate(1, 4, {0: 3}, 1, topic="a")
+    gb = gate(1, 4, {0: 3}, 2, topic="b")
+    k.add_gates([ga, gb])
+    assert k.update({("a", 0): 3}) == [ga]
+    assert k.limit(("a", 1)) is None and k.limit(("b", 1)) == 4
+    assert k.sources() == frozenset({("b", 0)})
+
+
+def test_keeper_gate_without_sources_opens_on_first_update() -> None:
+    k = GateKeeper()
+    g = gate(4, 10, {})
+    k.add_gates([g])
+    assert k.limit(tp(4)) == 10  # closed until evaluated
+    assert k.update({}) == [g]
+    assert k.limit(tp(4)) is None
+
+
+def test_keeper_sources_are_those_of_closed_gates() -> None:
+    k = GateKeeper()
+    assert k.sources() == frozenset()
+    k.add_gates([gate(4, 10, {0: 5, 1: 2}, 1), gate(5, 3, {2: 9}, 2)])
+    assert k.sources() == frozenset({tp(0), tp(1), tp(2)})
+    k.update({tp(2): 9})
+    assert k.sources() == frozenset({tp(0), tp(1)})
+
+
+def test_keeper_announce_once_per_opened_gate() -> None:
+    k = GateKeeper()
+    k.add_gates([gate(4, 5, {0: 1}, 1), gate(4, 10, {1: 1}, 2)])
+    assert not k.announce(tp(4), 7)  # nothing opened yet
+    k.update({tp(0): 1, tp(1): 1})
+    assert not k.announce(tp(4), 4)  # before the first start: not yet
+    assert k.announce(tp(4), 7)  # first record past start 5
+    assert not k.announce(tp(4), 8)
+    assert not k.announce(tp(4), 9)
+    assert k.announce(tp(4), 10)  # the second gate
+    assert not k.announce(tp(4), 11)
+    assert not k.announce(tp(5), 0)
+
+
+def test_keeper_announce_consumes_every_start_passed() -> None:
+    k = GateKeeper()
+    k.add_gates([gate(4, 5, {0: 1}, 1), gate(4, 10, {1: 1}, 2)])
+    k.update({tp(0): 1, tp(1): 1})
+    assert k.announce(tp(4), 12)  # one announcement covers both
+    assert not k.announce(tp(4), 13)
+    assert tp(4) not in k.watched()
+
+
+def test_keeper_forget_announcements() -> None:
+    k = GateKeeper()
+    k.add_gates([gate(4, 5, {0: 1}, 1), gate(4, 10, {1: 1}, 2)])
+    k.update({tp(0): 1, tp(1): 1})
+    k.forget_announcements(tp(4), 10)  # start 5 delivered by someone else; 10 is still ahead
+    assert tp(4) in k.watched()
+    assert k.announce(tp(4), 10)
+    k.forget_announcements(tp(4), 100)
+    k.forget_announcements(tp(9), 100)  # unknown: no-op
+    assert k.watched() == frozenset()
+
+
+def test_keeper_forget_announcements_past_all() -> None:
+    k = GateKeeper()
+    k.add_gates([gate(4, 5, {0: 1})])
+    k.update({tp(0): 1})
+    k.forget_announcements(tp(4), 6)
+    assert not k.announce(tp(4), 6)
+    assert k.watched() == frozenset()
+
+
+def test_keeper_drop_before() -> None:
+    k = GateKeeper()
+    k.add_gates([gate(4, 5, {0: 1}, 1), gate(4, 10, {1: 1}, 2), gate(4, 20, {2: 1}, 3)])
+    k.drop_before(tp(4), 10)  # the start-5 gate is dropped, start 10 (== offset) kept
+    assert k.limit(tp(4)) == 10
+    assert k.sources() == frozenset({tp(1), tp(2)})
+    k.drop_before(tp(4), 21)
+    assert k.limit(tp(4)) is None
+    assert k.closed_partitions() == []
+    k.drop_before(tp(7), 3)  # unknown partition: no-op
+
+
+def test_keeper_drop_before_forgets_announcements() -> None:
+    k = GateKeeper()
+    k.add_gates([gate(4, 5, {0: 1}, 1), gate(4, 30, {1: 1}, 2)])
+    k.update({tp(0): 1})
+    k.drop_before(tp(4), 6)
+    assert not k.announce(tp(4), 6)
+    assert k.limit(tp(4)) == 30
+
+
+def test_keeper_crossed() -> None:
+    k = GateKeeper()
+    k.add_gates([gate(4, 5, {0: 10}, 1), gate(5, 5, {0: 20, 1: 3}, 2)])
+    assert not k.crossed(tp(0), 0, 9)
+    assert k.crossed(tp(0), 0, 10)  # reaching the wait counts
+    assert not k.crossed(tp(0), 10, 19)  # already at 10: only 20 is ahead
+    assert k.crossed(tp(0), 9, 25)
+    assert k.crossed(tp(0), 19, 20)
+    assert not k.crossed(tp(0), 20, 100)
+    assert not k.crossed(tp(0), 15, 15)
+    assert not k.crossed(tp(0), 15, 12)  # backwards
+    assert k.crossed(tp(1), -1, 3)
+    assert not k.crossed(tp(2), -1, 100)
+    k.update({tp(0): 20, tp(1): 3})  # opened gates still count (the hand-off happens once crossed)
+    assert k.crossed(tp(0), 0, 10)
+
+
+def test_keeper_needs_commit() -> None:
+    k = GateKeeper()
+    assert not k.needs_commit(tp(0), -1)
+    k.add_gates([gate(4, 5, {0: 10}, 1), gate(5, 5, {0: 20}, 2)])
+    assert k.needs_commit(tp(0), -1)
+    assert k.needs_commit(tp(0), 19)
+    assert not k.needs_commit(tp(0), 20)
+    assert not k.needs_commit(tp(1), -1)
+    # an open gate still needs its source committed (durability of the hand-off)
+    k.update({tp(0): 20})
+    assert k.needs_commit(tp(0), 10)
+
+
+def test_keeper_watched() -> None:
+    k = GateKeeper()
+    assert k.watched() == frozenset()
+    k.add_gates([gate(4, 5, {0: 1}, 1), gate(5, 5, {1: 1}, 2)])
+    assert k.watched() == frozenset({tp(4), tp(5)})
+    k.update({tp(0): 1})
+    assert k.watched() == frozenset({tp(4), tp(5)})  # 4 opened, not announced yet
+    k.announce(tp(4), 5)
+    assert k.watched() == frozenset({tp(5)})
+
+
+def test_keeper_status() -> None:
+    k = GateKeeper()
+    k.add_gates([gate(4, 10, {0: 5, 1: 3}, 1), gate(4, 20, {2: 1}, 2)], now=12.5)
+    k.add_gates([gate(2, 0, {3: 7}, 3, topic="a")], now=13.0)
+    st = k.status({tp(0): 5, tp(1): 1})
+    assert st == [
+        GateStatus("a", 2, 0, {3: (7, -1)}, 13.0),
+        GateStatus(T, 4, 10, {1: (3, 1)}, 12.5),  # only the first closed gate, only short sources
+    ]
+    k.update({tp(0): 5, tp(1): 3})
+    st = k.status({})
+    assert [(s.topic, s.partition, s.start, dict(s.waiting_on)) for s in st] == [
+        ("a", 2, 0, {3: (7, -1)}),
+        (T, 4, 20, {2: (1, -1)}),
+    ]
+    assert k.closed_partitions() == [("a", 2), (T, 4)]
+
+
+def test_keeper_status_empty() -> None:
+    assert GateKeeper().status({}) == []
+    assert GateKeeper().closed_partitions() == []
+
+
+# -- the keeper and the stateless functions agree
+
+
+def _random_gates(rng: random.Random, n: int) -> List[Gate]:
+    gs = []
+    for i in range(n):
+        p = rng.randrange(4)
+        srcs = rng.sample([q for q in range(6) if q != p], rng.randint(0, 3))
+        gs.append(gate(p, rng.randrange(30), {q: rng.randrange(20) for q in srcs}, offset=i))
+    return gs
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_keeper_matches_delivery_limit_and_pending_waits(seed: int) -> None:
+    rng = random.Random(seed)
+    gs = _random_gates(rng, rng.randint(0, 12))
+    k = GateKeeper()
+    k.add_gates(gs[: len(gs) // 2])
+    k.add_gates(gs)  # overlapping re-adds
+    processed: Dict[int, int] = {}
+    for _ in range(8):
+        # processed only moves forward, as committed offsets do
+        for q in range(6):
+            if rng.random() < 0.5:
+                processed[q] = max(processed.get(q, -1), rng.randrange(-1, 22))
+        opened = k.update({tp(q): w for q, w in processed.items()})
+        assert all(gate_open(g, processed) for g in opened)
+        for p in range(4):
+            mine = [g for g in gs if g.partition == p]
+            assert k.limit(tp(p)) == delivery_limit(mine, processed)
+        closed = [g for g in gs if not gate_open(g, processed)]
+        assert k.sources() == frozenset(tp(q) for g in closed for q in g.wait)
+        assert sorted(k.closed_partitions()) == sorted({tp(g.partition) for g in closed})
+        pw = pending_waits(gs, processed)
+        for q, w in pw.items():
+            assert processed.get(q, -1) < w and k.needs_commit(tp(q), processed.get(q, -1))
