@@ -68,7 +68,7 @@ OPTIONS: Dict[str, _Option] = {
         _policy, "skip", "what to do with a layout-log record that does not parse: skip (report) or refuse (raise)"
     ),
     "ordered.follower.poll.interval.ms": _Option(
-        _pos_int, 20, "how often the background follower checks the layout log for new records"
+        _pos_int, 50, "how often the background follower checks the layout log for new records"
     ),
     "ordered.producer.id": _Option(
         _nonempty_str, None, "stable producer id (like transactional.id): ordering survives restarts across layout changes"

@@ -95,8 +95,11 @@ class _GatingConsumer:
         self._listener: Optional[PartitionKeyRebalanceListener] = None
         self._subscribed: Set[str] = set()
         self._owned: Set[TP] = set()
-        self._pos: Dict[TP, int] = {}  # next offset to deliver
-        self._processed: Dict[TP, int] = {}  # positions as of the previous poll
+        # Positions the client cannot tell (it reports none after a seek until
+        # the next record): starts, holds, seeks. Otherwise the client's own
+        # position is exact, since every record it returns is delivered or held.
+        self._pos: Dict[TP, int] = {}
+        self._processed: Dict[TP, int] = {}  # positions as of the previous poll (sources only)
         self._revoke_mark: Dict[TP, int] = {}
         self._committed: Dict[TP, int] = {}  # group's committed offsets, as last known
         self._committed_at = float("-inf")
@@ -121,6 +124,7 @@ class _GatingConsumer:
     def _c_committed(self, tps: List[TP]) -> Dict[TP, int]: raise NotImplementedError  # noqa: E704
     def _c_commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any: raise NotImplementedError  # noqa: E704
     def _c_partitions(self, tps: List[TP]) -> List[Any]: raise NotImplementedError  # noqa: E704
+    def _c_positions(self, tps: List[TP]) -> Dict[TP, int]: raise NotImplementedError  # noqa: E704
 
     @property
     def history(self) -> LayoutHistory:
@@ -178,13 +182,33 @@ class _GatingConsumer:
 
     # -- per poll
 
+    def _positions(self, tps: Iterable[TP]) -> Dict[TP, int]:
+        """Next offset to deliver for each owned partition (records returned
+        so far count; held ones do not); partitions without one are left out."""
+        want = [tp for tp in tps if tp in self._owned]
+        if not want:
+            return {}
+        client = self._c_positions(want)
+        out: Dict[TP, int] = {}
+        for tp in want:
+            held = self._held.get(tp)
+            if held is not None:
+                out[tp] = held
+                continue
+            off = client.get(tp, -1)
+            if off >= 0:
+                out[tp] = off
+            elif tp in self._pos:
+                out[tp] = self._pos[tp]
+        return out
+
     def _begin_poll(self) -> None:
         """The application processed what earlier polls returned: announce
         crossed waits, refresh gates, commit if due."""
-        new = {tp: off for tp, off in self._pos.items() if tp in self._owned}
+        new = self._positions(self._keeper.waited_on())
         crossed = [tp for tp, off in new.items() if self._keeper.crossed(tp, self._revoke_mark.get(tp, -1), off)]
         self._revoke_mark.update(new)
-        self._processed = new
+        self._processed.update(new)
         if crossed and self._listener is not None:
             self._listener.on_partition_key_maybe_revoked(self._c_partitions(sorted(crossed)))
         if crossed and self._auto_commit:
@@ -264,19 +288,21 @@ class _GatingConsumer:
             return False
         base = self._stored if self._stored is not None else self._processed
         return any(
-            off > self._committed.get(tp, -1) and self._keeper.needs_commit(tp, self._committed.get(tp, -1))
-            for tp, off in base.items()
+            base.get(tp, -1) > self._committed.get(tp, -1) and self._keeper.needs_commit(tp, self._committed.get(tp, -1))
+            for tp in self._keeper.waited_on() if tp in self._owned
         )
 
     def _commit_initial(self) -> None:
         """Commit the resolved start of owned partitions that had no commit."""
-        offsets = {tp: self._pos[tp] for tp in self._init_commit if tp in self._pos and tp in self._owned}
+        offsets = self._positions(self._init_commit)
         self._init_commit.clear()
         if offsets:
             self._commit(offsets, asynchronous=True)
 
     def _commit_processed(self, asynchronous: bool = True) -> None:
-        base = self._stored if self._stored is not None else self._processed
+        """Commit what the application processed (returned by earlier polls,
+        or stored with ``store_offsets``); call at the start of a poll."""
+        base = self._stored if self._stored is not None else self._positions(self._owned)
         offsets = {tp: off for tp, off in base.items() if tp in self._owned and off > self._committed.get(tp, -1)}
         self._last_commit = time.monotonic()
         if offsets:
@@ -310,7 +336,7 @@ class _GatingConsumer:
         return result
 
     def _hold(self, tp: TP, offset: int) -> None:
-        self._held[tp] = offset
+        self._held[tp] = self._pos[tp] = offset
         self._held_since.setdefault(tp, time.monotonic())
         self._c_pause([tp])
         self._c_seek(tp, offset)
@@ -413,6 +439,9 @@ class OrderedConsumer(_GatingConsumer):
             raise translate(e, "reading committed offsets") from e
         return {(r.topic, r.partition): r.offset for r in res if r.offset >= 0}
 
+    def _c_positions(self, tps: List[TP]) -> Dict[TP, int]:
+        return {(p.topic, p.partition): p.offset for p in self._consumer.position(self._c_partitions(tps))}
+
     def _c_commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         return self._consumer.commit(
             offsets=[TopicPartition(t, p, off) for (t, p), off in sorted(offsets.items())], asynchronous=asynchronous
@@ -462,7 +491,8 @@ class OrderedConsumer(_GatingConsumer):
             cb(self, partitions)
         tps = [(p.topic, p.partition) for p in partitions]
         if self._auto_commit:
-            offsets = {tp: off for tp, off in self._pos.items() if tp in self._owned and off > self._committed.get(tp, -1)}
+            offsets = {tp: off for tp, off in self._positions(self._owned).items()
+                       if off > self._committed.get(tp, -1)}
             if offsets:
                 try:
                     self._commit(offsets, asynchronous=False)
@@ -525,7 +555,6 @@ class OrderedConsumer(_GatingConsumer):
             deadline = time.monotonic() + timeout
         self._begin_poll()
         out: List[Message] = []
-        pos = self._pos
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             chunk = left
@@ -537,9 +566,6 @@ class OrderedConsumer(_GatingConsumer):
                     self._ensure_fresh()
                 watched = self._watched()
                 if not watched:
-                    for m in raw:
-                        if m.error() is None:
-                            pos[(m.topic(), m.partition())] = m.offset() + 1
                     out.extend(raw)
                 else:
                     for i, m in enumerate(raw):
@@ -554,7 +580,6 @@ class OrderedConsumer(_GatingConsumer):
                             except BaseException:
                                 self._rewind(raw[i:])
                                 raise
-                        pos[tp] = m.offset() + 1
                         out.append(m)
             if out or (deadline is not None and time.monotonic() >= deadline):
                 return out
@@ -568,6 +593,7 @@ class OrderedConsumer(_GatingConsumer):
                 first.setdefault((m.topic(), m.partition()), m.offset())
         for tp, off in first.items():
             if tp not in self._held:
+                self._pos[tp] = off
                 self._c_seek(tp, off)
 
     # -- offsets
@@ -584,7 +610,7 @@ class OrderedConsumer(_GatingConsumer):
         elif offsets is not None:
             want = {(o.topic, o.partition): o.offset for o in offsets}
         else:
-            base = self._stored if self._stored is not None else self._pos
+            base = self._stored if self._stored is not None else self._positions(self._owned)
             want = {tp: off for tp, off in base.items() if tp in self._owned}
             if not want:
                 return None if asynchronous else []
@@ -606,12 +632,8 @@ class OrderedConsumer(_GatingConsumer):
 
     def position(self, partitions: List[TopicPartition]) -> List[TopicPartition]:
         """Positions of returned records (held records do not count)."""
-        out = self._consumer.position(partitions)
-        for p in out:
-            tp = (p.topic, p.partition)
-            if tp in self._pos:
-                p.offset = self._pos[tp]
-        return out
+        known = self._positions([(p.topic, p.partition) for p in partitions])
+        return [TopicPartition(p.topic, p.partition, known.get((p.topic, p.partition), -1001)) for p in partitions]
 
     def seek(self, partition: TopicPartition) -> None:
         """``Consumer.seek``; the new position counts as processed for gates."""
@@ -647,7 +669,7 @@ class OrderedConsumer(_GatingConsumer):
         self._closed = True
         try:
             if self._auto_commit:
-                base = self._stored if self._stored is not None else self._pos
+                base = self._stored if self._stored is not None else self._positions(self._owned)
                 offsets = {tp: off for tp, off in base.items() if tp in self._owned and off > self._committed.get(tp, -1)}
                 if offsets:
                     try:

@@ -128,6 +128,8 @@ class GateKeeper:
         self._since: Dict[Tuple[int, int], float] = {}
         self._opened: Dict[TP, List[int]] = {}
         self._waits: Dict[TP, List[int]] = {}
+        self._waited: FrozenSet[TP] = frozenset()
+        self._sources: Optional[FrozenSet[TP]] = frozenset()
 
     def add_gates(self, gates: Iterable[Gate], now: float = 0.0) -> int:
         """Track new gates (already-known ones are ignored); returns how many were new."""
@@ -146,16 +148,26 @@ class GateKeeper:
                 if i == len(ws) or ws[i] != w:
                     ws.insert(i, w)
             added += 1
+        if added:
+            self._waited = frozenset(self._waits)
+            self._sources = None
         return added
 
     def sources(self) -> FrozenSet[TP]:
         """Every source partition some closed gate still waits on."""
-        return frozenset((tp[0], q) for tp, gs in self._closed.items() for g in gs for q in g.wait)
+        if self._sources is None:
+            self._sources = frozenset((tp[0], q) for tp, gs in self._closed.items() for g in gs for q in g.wait)
+        return self._sources
+
+    def waited_on(self) -> FrozenSet[TP]:
+        """Every partition some gate (open or closed) waits on."""
+        return self._waited
 
     def update(self, processed: Mapping[TP, int]) -> List[Gate]:
         """Open every gate whose sources are processed far enough; returns the
         newly opened gates."""
         opened: List[Gate] = []
+        self._sources = None
         for tp in list(self._closed):
             topic = tp[0]
             keep: List[Gate] = []
@@ -201,6 +213,7 @@ class GateKeeper:
         """Forget closed gates of ``tp`` that start before ``offset``: the group
         already delivered past them."""
         gs = self._closed.get(tp)
+        self._sources = None
         if gs:
             keep = [g for g in gs if g.start >= offset]
             if keep:

@@ -16,10 +16,10 @@ import threading
 import time
 import uuid
 from types import TracebackType
-from typing import Any, Dict, List, Mapping, Optional, Type
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from ._kafka import new_admin, partition_count, translate
 from .config import DEFAULT_LAYOUT_TOPIC
@@ -215,7 +215,7 @@ class LayoutFollower:
         conn: Mapping[str, Any],
         topic: str = DEFAULT_LAYOUT_TOPIC,
         *,
-        poll_interval_ms: int = 20,
+        poll_interval_ms: int = 50,
         corrupt_policy: CorruptPolicy = "skip",
         timeout: float = 10.0,
         create: bool = True,
@@ -229,6 +229,7 @@ class LayoutFollower:
         self.error: Optional[BaseException] = None
         self._conn = dict(conn)
         self._consumer: Optional[Consumer] = None
+        self._admin = new_admin(self._conn)
         self._tp = TopicPartition(topic, 0)
         self._lock = threading.Lock()
         self._changed = threading.Condition()
@@ -246,7 +247,9 @@ class LayoutFollower:
                 **self._conn,
                 "group.id": f"kafka-ordered-follower-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
-                "fetch.wait.max.ms": 10,
+                # Long polls answer as soon as a record arrives; a short wait
+                # would only load the broker while the log is idle.
+                "fetch.wait.max.ms": 200,
                 "log_level": self._conn.get("log_level", 3),
             }
         )
@@ -277,10 +280,7 @@ class LayoutFollower:
                 raise LayoutLogError("the layout follower is closed")
             began = time.monotonic()
             deadline = began + timeout
-            try:
-                low, end = c.get_watermark_offsets(self._tp, timeout=timeout, cached=False)
-            except KafkaException as e:
-                raise translate(e, f"reading the end of layout log {self.topic}") from e
+            low, end = self._bounds(timeout, earliest=self.history.next_offset == 0)
             if low > 0 and self.history.next_offset < low:
                 raise UnsafeLayoutLogError(
                     f"layout log {self.topic} starts at offset {low}: records were deleted, so the "
@@ -311,6 +311,21 @@ class LayoutFollower:
         if self.history.version != before:
             with self._changed:
                 self._changed.notify_all()
+
+    def _bounds(self, timeout: float, earliest: bool) -> Tuple[int, int]:
+        """(log start or 0, log end) of the layout log. Asked on the admin
+        client's own connection: behind the follower's long-poll fetch, a
+        broker answers only when that fetch completes."""
+        specs = {TopicPartition(self.topic, 0, 0): OffsetSpec.latest()}
+        try:
+            end = next(iter(self._admin.list_offsets(specs, request_timeout=timeout).values())).result().offset
+            low = 0
+            if earliest:
+                specs = {TopicPartition(self.topic, 0, 0): OffsetSpec.earliest()}
+                low = next(iter(self._admin.list_offsets(specs, request_timeout=timeout).values())).result().offset
+        except KafkaException as e:
+            raise translate(e, f"reading the end of layout log {self.topic}") from e
+        return low, end
 
     def sync(self, timeout: Optional[float] = None) -> LayoutHistory:
         """Catch up with every record appended before this call; returns the history."""

@@ -63,20 +63,22 @@ class _TopicState:
 class RegistrationRecord:
     """What one registration did (kept for tests and observability)."""
 
-    __slots__ = ("topic", "from_epoch", "epoch", "gates", "offset", "pause_s")
+    __slots__ = ("topic", "from_epoch", "epoch", "gates", "offset", "pause_s", "phases")
 
     def __init__(self, topic: str, from_epoch: int, epoch: int, gates: Dict[int, Tuple[int, Dict[int, int]]],
-                 offset: Optional[int], pause_s: float) -> None:
+                 offset: Optional[int], pause_s: float, phases: Optional[Dict[str, float]] = None) -> None:
         self.topic = topic
         self.from_epoch = from_epoch
         self.epoch = epoch
         self.gates = gates
         self.offset = offset
         self.pause_s = pause_s
+        self.phases = phases or {}
 
     def __repr__(self) -> str:
+        phases = ", ".join(f"{k} {v * 1000:.1f}" for k, v in self.phases.items())
         return (f"RegistrationRecord({self.topic!r}, {self.from_epoch}->{self.epoch}, gates={self.gates}, "
-                f"offset={self.offset}, pause={self.pause_s * 1000:.1f} ms)")
+                f"offset={self.offset}, pause={self.pause_s * 1000:.1f} ms [{phases}])")
 
 
 class _RegisteringProducer:
@@ -109,6 +111,7 @@ class _RegisteringProducer:
         self._offsets.warm_up()
         self._states: Dict[str, Optional[_TopicState]] = {}
         self._seen_version = -1
+        self._history = self._follower.history
         self._lock = threading.RLock()
         self._idle = threading.Condition(self._lock)
         self.registrations: List[RegistrationRecord] = []
@@ -204,26 +207,40 @@ class _RegisteringProducer:
             from_epoch = st.layout.epoch if st.layout is not None else self._initial_from_epoch(topic, target)
             spec: Dict[int, Tuple[int, Dict[int, int]]] = {}
             offset: Optional[int] = None
+            phases: Dict[str, float] = {}
+            mark = began
+
+            def phase(name: str) -> None:
+                nonlocal mark
+                now = time.monotonic()
+                phases[name] = now - mark
+                mark = now
+
             if from_epoch < target.epoch:
                 before = [history.layout(topic, e) for e in range(from_epoch, target.epoch)]
                 srcs = transition_sources(before, target)
                 if srcs:
                     self._flush_all(deadline)
+                    phase("flush")
                     # Waits first, then starts, in separate reads: one sweep can
                     # produce two registrations that wait on each other.
                     waits = self._offsets.end_offsets({(topic, q) for qs in srcs.values() for q in qs},
                                                       self._remaining(deadline))
+                    phase("waits")
                     starts = self._offsets.end_offsets({(topic, p) for p in srcs}, self._remaining(deadline))
+                    phase("starts")
                     spec = {p: (starts[(topic, p)], {q: waits[(topic, q)] for q in sorted(qs)})
                             for p, qs in srcs.items()}
             last = history.last_registration(topic, self.producer_id) if self.stable_id else None
             if spec or (self.stable_id and (last is None or last.epoch != target.epoch)):
                 offset = self._log.append(*encode_registration(
                     topic, self.producer_id, self.stable_id, target.epoch, min(from_epoch, target.epoch), spec))
+                phase("append")
                 if spec:
                     time.sleep(self._settle_s(target))
+                    phase("settle")
             self.registrations.append(
-                RegistrationRecord(topic, from_epoch, target.epoch, spec, offset, time.monotonic() - began))
+                RegistrationRecord(topic, from_epoch, target.epoch, spec, offset, time.monotonic() - began, phases))
             if spec:
                 log.info("producer %s registered for %s epoch %d (from %d) with gates on %s",
                          self.producer_id, topic, target.epoch, from_epoch, sorted(spec))
@@ -338,6 +355,7 @@ class OrderedProducer(_RegisteringProducer):
         _forced(conf, "enable.idempotence", True, (True, "true"))
         self._init_registering(opts, connection_config(conf))
         self._producer = Producer(conf)
+        self._raw_produce = self._producer.produce
 
     @property
     def producer(self) -> Producer:
@@ -348,29 +366,37 @@ class OrderedProducer(_RegisteringProducer):
                 on_delivery: Optional[Callable[..., None]] = None, timestamp: int = 0,
                 headers: Any = None, *, callback: Optional[Callable[..., None]] = None) -> None:
         """Same as ``confluent_kafka.Producer.produce``; see the class docstring."""
-        cb = on_delivery if on_delivery is not None else callback
-        if self._follower.history.version != self._seen_version:
+        st = self._states.get(topic)
+        if (st is not None and st.ready and key.__class__ is bytes and partition == -1
+                and self._history.version == self._seen_version):
+            # The per-record path: registered, current, nothing buffered.
+            with self._lock:
+                if st.ready:
+                    self._raw_produce(topic, value, key, st.fn(key), on_delivery or callback,
+                                      timestamp=timestamp, headers=headers)
+                    return
+        self._produce_slow(topic, value, key, partition, on_delivery or callback, timestamp, headers)
+
+    def _produce_slow(self, topic: str, value: Any, key: Any, partition: Optional[int],
+                      cb: Optional[Callable[..., None]], timestamp: int, headers: Any) -> None:
+        if self._history.version != self._seen_version:
             self._refresh_states()
         st = self._states.get(topic, _UNKNOWN)
         if st is _UNKNOWN:
             st = self._state(topic)
-        if st is None or (key is None and partition is not None and partition >= 0):
-            self._producer.produce(topic, value, key, partition, on_delivery=cb, timestamp=timestamp, headers=headers)
+        if partition is None:
+            partition = -1
+        if st is None or (key is None and partition >= 0):
+            self._raw_produce(topic, value, key, partition, cb, timestamp=timestamp, headers=headers)
             return
         kb: Optional[bytes] = None
         if key is not None:
-            if partition is not None and partition >= 0:
+            if partition >= 0:
                 raise PartitionOverrideError(
                     f"explicit partition={partition} for a keyed record of managed topic {topic} would break "
                     "per-key ordering; leave partition unset"
                 )
             kb = key if type(key) is bytes else key.encode("utf-8") if isinstance(key, str) else _as_bytes(key)
-            if st.ready:
-                with self._lock:
-                    if st.ready:
-                        self._producer.produce(topic, value, key, st.fn(kb), on_delivery=cb, timestamp=timestamp,
-                                               headers=headers)
-                        return
         self._route(topic, kb, (value, key, cb, timestamp, headers))
 
     def _send_now(self, topic: str, partition: Optional[int], item: Any) -> None:
@@ -378,7 +404,7 @@ class OrderedProducer(_RegisteringProducer):
         p = -1 if partition is None else partition
         while True:
             try:
-                self._producer.produce(topic, value, key, p, on_delivery=cb, timestamp=timestamp, headers=headers)
+                self._raw_produce(topic, value, key, p, cb, timestamp=timestamp, headers=headers)
                 return
             except BufferError:
                 self._producer.poll(0.05)
