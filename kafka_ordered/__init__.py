@@ -7,7 +7,15 @@ confluent-kafka's clients); kafka-python users import
 ``kafka_ordered.kafka_python``; Spark users ``spark_connector``.
 """
 
-from .admin import GroupGateState, LayoutAdmin, RetireResult, TopicDescription
+from .admin import (
+    ExpansionPlan,
+    ExpansionResult,
+    GroupGateState,
+    HealResult,
+    LayoutAdmin,
+    RetireResult,
+    TopicDescription,
+)
 from .broker import FAST_GROUP_CONFIG, FAST_GROUP_CONFIG_KAFKA_PYTHON, EmbeddedBroker
 from .consumer import OrderedConsumer
 from .errors import (
@@ -57,6 +65,9 @@ __all__ = [
     "TopicDescription",
     "RetireResult",
     "GroupGateState",
+    "ExpansionPlan",
+    "ExpansionResult",
+    "HealResult",
     "LayoutLog",
     "LayoutFollower",
     "LayoutHistory",

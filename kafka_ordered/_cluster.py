@@ -6,23 +6,27 @@ it); elects preferred leaders. Every function takes an ``AdminClient`` or a
 config dict and translates client errors into :mod:`kafka_ordered.errors`
 classes, keeping the broker error code and chaining the client exception.
 
-confluent-kafka (2.16) has no AlterPartitionReassignments call, so
-:func:`alter_partition_reassignments` always raises
-:class:`~kafka_ordered.errors.UnsupportedBrokerApiError`.
+confluent-kafka (2.16) has no AlterPartitionReassignments call:
+:func:`alter_partition_reassignments` sends it through kafka-python's
+``KafkaAdminClient`` when given a config dict and kafka-python is installed,
+and otherwise raises :class:`~kafka_ordered.errors.UnsupportedBrokerApiError`
+with the reassignment JSON to apply by hand.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, FrozenSet, Iterable, List, Literal, Mapping, NoReturn, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, FrozenSet, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
 
 from .errors import (
     BrokerUnavailableError,
+    ConfigError,
     KafkaOrderedError,
     PlacementError,
     TopicAlreadyManagedError,
@@ -43,6 +47,11 @@ __all__ = [
     "create_partitions",
     "apply_plan",
     "alter_partition_reassignments",
+    "ReassignmentResult",
+    "reassignment_json",
+    "kafka_python_admin_config",
+    "broker_config",
+    "topic_config",
     "elect_preferred_leaders",
 ]
 
@@ -297,24 +306,205 @@ def apply_plan(
     return create_partitions(admin, plan.topic, plan.assignment, timeout=timeout)
 
 
+_REASSIGN_API = "AlterPartitionReassignments"
+
+# librdkafka key -> kafka-python KafkaAdminClient keyword.
+_LIBRDKAFKA_TO_KAFKA_PYTHON = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "sasl.kerberos.service.name": "sasl_kerberos_service_name",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "ssl.crl.location": "ssl_crlfile",
+    "client.id": "client_id",
+}
+
+
+def kafka_python_admin_config(config: Mapping[str, Any], *, timeout: float = 30.0) -> Dict[str, Any]:
+    """``KafkaAdminClient`` keywords reaching the same cluster as the
+    librdkafka ``config`` (addresses, security protocol, SASL PLAIN/SCRAM/GSSAPI,
+    SSL files, client id).
+
+    Raises :class:`~kafka_ordered.errors.ConfigError` for security settings
+    kafka-python cannot take (e.g. ``sasl.oauthbearer.*``, PEM strings,
+    keystores), naming them.
+    """
+    servers = config.get("bootstrap.servers") or config.get("metadata.broker.list")
+    if not servers:
+        raise ConfigError("bootstrap.servers is required")
+    out: Dict[str, Any] = {
+        "bootstrap_servers": [s.strip() for s in str(servers).split(",") if s.strip()],
+        "request_timeout_ms": max(1000, int(timeout * 1000)),
+        "bootstrap_timeout_ms": max(1000, int(timeout * 1000)),
+    }
+    unmapped: List[str] = []
+    for key, value in config.items():
+        if key in _LIBRDKAFKA_TO_KAFKA_PYTHON:
+            if value is not None:
+                kw = _LIBRDKAFKA_TO_KAFKA_PYTHON[key]
+                out[kw] = str(value).upper() if kw in ("security_protocol", "sasl_mechanism") else value
+        elif key == "ssl.endpoint.identification.algorithm":
+            out["ssl_check_hostname"] = str(value).lower() != "none"
+        elif key.startswith(("ssl.", "sasl.")):
+            unmapped.append(key)
+        # Anything else (sockets, address family, logging, client tuning) does not decide whether
+        # kafka-python reaches the cluster.
+    if unmapped:
+        raise ConfigError(
+            f"cannot reach the cluster through kafka-python: it has no equivalent of {', '.join(sorted(unmapped))}"
+        )
+    return out
+
+
+def _kafka_python_admin() -> Optional[Any]:
+    """kafka-python's ``KafkaAdminClient`` when it is importable and has
+    ``alter_partition_reassignments`` (kafka-python >= 2.1), else None."""
+    try:
+        from kafka.admin import KafkaAdminClient
+    except Exception:
+        return None
+    return KafkaAdminClient if hasattr(KafkaAdminClient, "alter_partition_reassignments") else None
+
+
+def reassignment_json(topic: str, targets: Mapping[int, Sequence[int]]) -> str:
+    """``targets`` in ``kafka-reassign-partitions.sh --reassignment-json-file`` format."""
+    return json.dumps(
+        {"version": 1, "partitions": [{"topic": topic, "partition": p, "replicas": list(r)} for p, r in sorted(targets.items())]}
+    )
+
+
+def _how_to_reassign(topic: str, targets: Mapping[int, Sequence[int]]) -> str:
+    return (
+        f"Apply this reassignment with kafka-reassign-partitions.sh --bootstrap-server ... "
+        f"--reassignment-json-file FILE --execute, FILE holding: {reassignment_json(topic, targets)}"
+    )
+
+
+@dataclass(frozen=True)
+class ReassignmentResult:
+    """The broker's answer to moving one partition to ``replicas``.
+
+    ``ok`` is True when the reassignment was accepted (it then runs in the
+    background until the new replicas catch up); otherwise ``code``,
+    ``error`` and ``message`` carry the broker's error.
+    """
+
+    topic: str
+    partition: int
+    replicas: Tuple[int, ...]
+    ok: bool
+    code: int = 0
+    error: Optional[str] = None
+    message: Optional[str] = None
+
+
 def alter_partition_reassignments(
     admin: AdminLike, topic: str, targets: Mapping[int, Sequence[int]], *, timeout: float = 30.0
-) -> NoReturn:
-    """Would move ``topic``'s partitions to the ``targets`` replica lists
-    (what a heal plan needs). confluent-kafka exposes no
-    AlterPartitionReassignments call, so this always raises
-    ``UnsupportedBrokerApiError`` (api ``"AlterPartitionReassignments"``);
-    apply ``HealPlan.to_reassignment_json()`` with
-    ``kafka-reassign-partitions.sh --execute``, or kafka-python's
-    ``KafkaAdminClient.alter_partition_reassignments``.
+) -> Dict[int, ReassignmentResult]:
+    """Start moving ``topic``'s partitions to the ``targets`` replica lists
+    (KIP-455 AlterPartitionReassignments; what a heal plan needs). Returns one
+    :class:`ReassignmentResult` per partition; per-partition rejections are
+    results, not exceptions.
+
+    confluent-kafka has no such call, so ``admin`` must be a librdkafka config
+    dict and kafka-python (``pip install 'kafka-ordered[kafka-python]'``,
+    >= 2.1) importable: the request goes through its ``KafkaAdminClient``
+    (config mapped by :func:`kafka_python_admin_config`). Otherwise, and when
+    the broker lacks the API, raises ``UnsupportedBrokerApiError`` (api
+    ``"AlterPartitionReassignments"``) whose message holds the reassignment
+    JSON to apply with ``kafka-reassign-partitions.sh --execute``.
+    ``BrokerUnavailableError`` when the cluster does not answer.
     """
-    raise UnsupportedBrokerApiError(
-        f"cannot reassign partitions {sorted(targets)} of {topic!r}: confluent-kafka has no "
-        f"AlterPartitionReassignments call. Apply the heal plan's to_reassignment_json() with "
-        f"kafka-reassign-partitions.sh --bootstrap-server ... --reassignment-json-file FILE --execute, "
-        f"or kafka-python's KafkaAdminClient.alter_partition_reassignments",
-        api="AlterPartitionReassignments",
-    )
+    wanted = {int(p): tuple(int(b) for b in reps) for p, reps in sorted(targets.items())}
+    if not wanted:
+        return {}
+    client_cls = _kafka_python_admin() if isinstance(admin, Mapping) else None
+    if client_cls is None:
+        why = (
+            "confluent-kafka has no AlterPartitionReassignments call and kafka-python (>= 2.1, which has "
+            "one) is not installed: pip install 'kafka-ordered[kafka-python]'"
+            if isinstance(admin, Mapping)
+            else "confluent-kafka has no AlterPartitionReassignments call (pass the client config dict instead "
+            "of an AdminClient to send it through kafka-python's KafkaAdminClient.alter_partition_reassignments)"
+        )
+        raise UnsupportedBrokerApiError(
+            f"cannot reassign partitions {sorted(wanted)} of {topic!r}: {why}. {_how_to_reassign(topic, wanted)}",
+            api=_REASSIGN_API,
+        )
+    import kafka.errors as kerr
+    from kafka import TopicPartition as KTopicPartition
+
+    kw = kafka_python_admin_config(admin, timeout=timeout)
+    what = f"reassign partitions {sorted(wanted)} of {topic!r}"
+    try:
+        client = client_cls(**kw)
+    except kerr.KafkaError as e:
+        raise BrokerUnavailableError(f"{what}: kafka-python could not reach {','.join(kw['bootstrap_servers'])} ({e})") from e
+    try:
+        try:
+            answer = client.alter_partition_reassignments(
+                {KTopicPartition(topic, p): list(reps) for p, reps in wanted.items()}, timeout_ms=int(timeout * 1000)
+            )
+        except (kerr.IncompatibleBrokerVersion, kerr.UnsupportedVersionError) as e:
+            raise UnsupportedBrokerApiError(
+                f"{what}: the broker does not support the {_REASSIGN_API} API (KIP-455, Apache Kafka >= 2.4): "
+                f"{e}. {_how_to_reassign(topic, wanted)}",
+                api=_REASSIGN_API,
+                code=getattr(e, "errno", None),
+            ) from e
+        except kerr.KafkaTimeoutError as e:
+            raise BrokerUnavailableError(f"{what}: no answer from the cluster in time ({e})") from e
+        except kerr.KafkaError as e:
+            raise KafkaOrderedError(f"{what}: {e}", code=getattr(e, "errno", None)) from e
+    finally:
+        try:
+            client.close()
+        except Exception:  # pragma: no cover - closing is best effort
+            pass
+    out: Dict[int, ReassignmentResult] = {}
+    for tp, err in answer.items():
+        if tp.topic != topic or tp.partition not in wanted:
+            continue
+        reps = wanted[tp.partition]
+        if err is None:
+            out[tp.partition] = ReassignmentResult(topic, tp.partition, reps, True)
+        else:
+            out[tp.partition] = ReassignmentResult(
+                topic, tp.partition, reps, False, int(getattr(err, "errno", -1) or -1), getattr(err, "__name__", str(err)),
+                getattr(err, "description", None),
+            )
+    for p, reps in wanted.items():
+        if p not in out:
+            out[p] = ReassignmentResult(topic, p, reps, False, -1, "NO_RESPONSE", "the broker did not report on this partition")
+    return dict(sorted(out.items()))
+
+
+# -- configuration
+
+
+def _describe_configs(client: AdminClient, resource: Any, timeout: float) -> Dict[str, str]:
+    try:
+        fs = client.describe_configs([resource], request_timeout=timeout)
+        entries = next(iter(fs.values())).result(timeout + 1)
+    except Exception as e:
+        raise _translate(e, f"describe configs of {resource}", "DescribeConfigs") from e
+    return {name: entry.value for name, entry in entries.items() if entry.value is not None}
+
+
+def broker_config(admin: AdminLike, broker: int, *, timeout: float = 10.0) -> Dict[str, str]:
+    """Broker ``broker``'s configuration (name -> value; unset values left out),
+    from DescribeConfigs. Empty on brokers that report none (Tansu)."""
+    return _describe_configs(_client(admin), ConfigResource(ResourceType.BROKER, str(broker)), timeout)
+
+
+def topic_config(admin: AdminLike, topic: str, *, timeout: float = 10.0) -> Dict[str, str]:
+    """``topic``'s configuration (name -> value), from DescribeConfigs."""
+    return _describe_configs(_client(admin), ConfigResource(ResourceType.TOPIC, topic), timeout)
 
 
 # -- preferred leader election (KIP-183)

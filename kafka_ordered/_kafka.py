@@ -33,6 +33,7 @@ _UNAVAILABLE = {
     KafkaError._TIMED_OUT_QUEUE,
     KafkaError._MSG_TIMED_OUT,
     KafkaError._WAIT_COORD,
+    KafkaError._NOENT,  # "no leaders found": no broker answered metadata
 }
 _UNSUPPORTED = {KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION, KafkaError.INVALID_REQUEST}
 _UNKNOWN_TOPIC = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
@@ -75,6 +76,8 @@ def partition_count(admin: AdminClient, topic: str, timeout: float) -> int:
         md = admin.list_topics(timeout=timeout)
     except KafkaException as e:
         raise translate(e, f"reading metadata of {topic}") from e
+    if not md.brokers:
+        raise BrokerUnavailableError(f"reading metadata of {topic}: no broker answered; check bootstrap.servers")
     tm = md.topics.get(topic)
     if tm is None or (tm.error is not None and tm.error.code() in _UNKNOWN_TOPIC) or not tm.partitions:
         raise UnknownTopicError(f"topic {topic} does not exist", code=KafkaError.UNKNOWN_TOPIC_OR_PART)

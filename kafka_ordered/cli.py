@@ -12,10 +12,10 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from .broker import BOOTSTRAP_ENV
-from .errors import KafkaOrderedError
+from .errors import ConfigError, KafkaOrderedError
 
 __all__ = ["main"]
 
@@ -52,11 +52,91 @@ def _admin(args: argparse.Namespace) -> Any:
     return LayoutAdmin(_config(args))
 
 
+def _limits_arg(text: str) -> Union[int, Dict[int, int]]:
+    """``N`` (every broker) or ``BROKER=N,BROKER=N`` (brokers not named are unlimited)."""
+    try:
+        if "=" not in text:
+            return int(text)
+        out: Dict[int, int] = {}
+        for part in text.split(","):
+            b, n = part.split("=", 1)
+            out[int(b)] = int(n)
+        return out
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or BROKER=N,BROKER=N, got {text!r}") from None
+
+
+def _min_rf_arg(text: str) -> Union[int, str]:
+    if text == "min.insync.replicas":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int or min.insync.replicas, got {text!r}") from None
+
+
+def _partitions_arg(text: str) -> List[int]:
+    try:
+        return sorted({int(p) for p in text.split(",") if p.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated partition ids, got {text!r}") from None
+
+
+def _read_limits_file(path: str) -> Union[int, Dict[int, int]]:
+    """A JSON file holding one limit for every broker (``100``) or broker id ->
+    limit (``{"1": 100, "2": 200}``; brokers not named are unlimited)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"cannot read --max-partitions-file {path}: {e}") from e
+    if isinstance(data, int) and not isinstance(data, bool):
+        return data
+    if isinstance(data, dict):
+        try:
+            return {int(b): int(n) for b, n in data.items() if not isinstance(n, bool)}
+        except (TypeError, ValueError):
+            pass
+    raise ConfigError(f"--max-partitions-file {path} must hold an int or an object of broker id -> int, got {data!r}")
+
+
+def _placement(args: argparse.Namespace, *, min_rf: bool = True) -> Dict[str, Any]:
+    """The placement keyword arguments of create_topic/expand/plan/heal."""
+    limits = args.max_partitions
+    if getattr(args, "max_partitions_file", None):
+        limits = _read_limits_file(args.max_partitions_file)
+    out: Dict[str, Any] = {"max_partitions": limits, "ignore_racks": args.ignore_racks}
+    if min_rf:
+        out["min_required_replication_factor"] = args.min_required_replication_factor
+    return out
+
+
+def _elections_lines(elections: Mapping[str, Mapping[str, Any]]) -> List[str]:
+    return [f"  partition {p}: {e['status']}" + (f" ({e['error']}: {e['message']})" if e["error"] else "")
+            for p, e in elections.items()]
+
+
+def _failed_elections(elections: Mapping[str, Mapping[str, Any]]) -> List[str]:
+    return [p for p, e in elections.items() if e["status"] == "failed"]
+
+
 def cmd_create(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         lay = admin.create_topic(args.topic, args.partitions, args.physical, args.replication_factor,
-                                 hash=args.hash, settle_ms=args.settle_ms)
-    _emit(args, lay.to_dict(), lambda: "created " + _layout_line(lay.to_dict()))
+                                 hash=args.hash, settle_ms=args.settle_ms, **_placement(args))
+        placed = admin.last_placement
+    data = {**lay.to_dict(), "placement": placed.to_dict() if placed is not None else None}
+
+    def human() -> str:
+        lines = ["created " + _layout_line(lay.to_dict())]
+        if placed is not None and placed.missing:
+            lines.append(f"under-replicated: partitions {sorted(placed.missing)} have "
+                         f"{placed.replication_factor - max(placed.missing.values())} of {placed.replication_factor} "
+                         f"replicas; once brokers return run `kafka-ordered heal {args.topic} "
+                         f"--replication-factor {placed.replication_factor}`")
+        return "\n".join(lines)
+
+    _emit(args, data, human)
     return 0
 
 
@@ -69,8 +149,85 @@ def cmd_adopt(args: argparse.Namespace) -> int:
 
 def cmd_expand(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
-        lay = admin.expand(args.topic, args.partitions)
-    _emit(args, lay.to_dict(), lambda: "expanded " + _layout_line(lay.to_dict()))
+        res = admin.expand_with_report(args.topic, args.partitions, elect_leaders=args.elect_leaders, **_placement(args))
+    full = res.to_dict()
+    data = {**res.layout.to_dict(), "placement": full["plan"]["placement"], "elections": full["elections"]}
+
+    def human() -> str:
+        lines = ["expanded " + _layout_line(res.layout.to_dict())]
+        if res.plan.new_partitions:
+            lines.append(f"created partitions {res.plan.new_partitions}")
+        if args.elect_leaders:
+            lines.append("preferred leader elections:")
+            lines += _elections_lines(full["elections"])
+        return "\n".join(lines)
+
+    _emit(args, data, human)
+    failed = _failed_elections(full["elections"])
+    if failed:
+        print(f"error: {args.topic} was expanded, but electing preferred leaders failed for partitions "
+              f"{', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        plan = admin.plan(args.topic, args.to, **_placement(args))
+    _emit(args, plan.to_dict(), plan.describe)
+    return 0
+
+
+def cmd_heal(args: argparse.Namespace) -> int:
+    kwargs = _placement(args, min_rf=False)
+    with _admin(args) as admin:
+        if args.dry_run:
+            plan = admin.plan_heal(args.topic, replication_factor=args.replication_factor, **kwargs)
+            data = plan.to_dict()
+            if plan.target:
+                data["reassignment_json"] = json.loads(plan.to_reassignment_json())
+
+            def dry() -> str:
+                out = plan.describe()
+                if plan.target:
+                    out += "\nreassignment JSON (kafka-reassign-partitions.sh):\n" + plan.to_reassignment_json()
+                return out
+
+            _emit(args, data, dry)
+            return 0
+        res = admin.heal(args.topic, replication_factor=args.replication_factor, elect_leaders=args.elect_leaders,
+                         **kwargs)
+    data = res.to_dict()
+
+    def human() -> str:
+        lines = [res.plan.describe()]
+        if res.reassignments:
+            lines.append(f"reassignment started for partitions {sorted(res.reassignments)} "
+                         f"(the new replicas catch up in the background)")
+        if args.elect_leaders and res.elections:
+            lines.append("preferred leader elections:")
+            lines += _elections_lines(data["elections"])
+        return "\n".join(lines)
+
+    _emit(args, data, human)
+    failed = _failed_elections(data["elections"])
+    if failed:
+        print(f"error: replicas were reassigned, but electing preferred leaders failed for partitions "
+              f"{', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_elect_leaders(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        results = admin.elect_leaders(args.topic, args.partitions)
+    data = {str(p): {"status": r.status, "code": r.code, "error": r.error, "message": r.message}
+            for p, r in sorted(results.items())}
+    _emit(args, data, lambda: "\n".join([f"{args.topic}: preferred leader elections"] + _elections_lines(data)))
+    failed = _failed_elections(data)
+    if failed:
+        print(f"error: electing preferred leaders failed for partitions {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -176,6 +333,20 @@ def _parser() -> argparse.ArgumentParser:
         sp.set_defaults(fn=fn)
         return sp
 
+    def placement(sp: argparse.ArgumentParser, *, min_rf: bool = True) -> None:
+        g = sp.add_argument_group("replica placement (see docs/placement.md)")
+        limits = g.add_mutually_exclusive_group()
+        limits.add_argument("--max-partitions", type=_limits_arg, metavar="N|BROKER=N,...",
+                            help="partition replicas a broker may host (all brokers, or per broker id); "
+                                 "a request that would exceed it fails before anything is created")
+        limits.add_argument("--max-partitions-file", metavar="FILE.json",
+                            help='the limits as JSON: 100, or {"1": 100, "2": 200}')
+        if min_rf:
+            g.add_argument("--min-required-replication-factor", type=_min_rf_arg, metavar="N|min.insync.replicas",
+                           help="create partitions under-replicated on the live brokers when fewer than the "
+                                "replication factor are live (heal adds the rest later)")
+        g.add_argument("--ignore-racks", action="store_true", help="place replicas ignoring broker racks")
+
     sp = add("create", cmd_create, "create a topic under management")
     sp.add_argument("topic")
     sp.add_argument("--partitions", "-p", type=int, required=True, help="initial (undeleted) partitions")
@@ -183,6 +354,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--replication-factor", "-r", type=int, default=-1, help="default: broker default")
     sp.add_argument("--hash", choices=["murmur2", "murmur3", "crc32"], default="murmur2")
     sp.add_argument("--settle-ms", type=int, default=100, help="producer pause after registering")
+    placement(sp)
 
     sp = add("adopt", cmd_adopt, "put an existing topic under management (no key moves)")
     sp.add_argument("topic")
@@ -193,6 +365,27 @@ def _parser() -> argparse.ArgumentParser:
     sp = add("expand", cmd_expand, "grow the undeleted partition count")
     sp.add_argument("topic")
     sp.add_argument("partitions", type=int)
+    placement(sp)
+    sp.add_argument("--elect-leaders", action="store_true",
+                    help="elect the preferred leaders of the partitions that become undeleted")
+
+    sp = add("plan", cmd_plan, "show what expand would do (reused spares, new partitions and their replicas); "
+                               "changes nothing")
+    sp.add_argument("topic")
+    sp.add_argument("--to", type=int, required=True, metavar="N", help="the undeleted partition count to plan for")
+    placement(sp)
+
+    sp = add("heal", cmd_heal, "add the replicas under-replicated partitions lack (partition reassignment)")
+    sp.add_argument("topic")
+    sp.add_argument("--replication-factor", "-r", type=int,
+                    help="target replication factor (default: the largest replica count among the partitions)")
+    placement(sp, min_rf=False)
+    sp.add_argument("--elect-leaders", action="store_true", help="elect the preferred leaders of healed partitions")
+    sp.add_argument("--dry-run", action="store_true", help="print the plan and the reassignment JSON only")
+
+    sp = add("elect-leaders", cmd_elect_leaders, "elect the preferred (first) replica as leader (KIP-183)")
+    sp.add_argument("topic")
+    sp.add_argument("--partitions", type=_partitions_arg, metavar="0,1,...", help="default: every partition")
 
     sp = add("shrink", cmd_shrink, "reduce the undeleted partition count (removed partitions drain)")
     sp.add_argument("topic")

@@ -484,6 +484,9 @@ class OrderedConsumer(_GatingConsumer):
             self._consumer.incremental_assign(partitions)
         else:
             self._consumer.assign(partitions)
+        # librdkafka keeps a partition paused across reassignment; a hold from
+        # before the rebalance is forgotten, so its pause must go too.
+        self._consumer.resume([p for p in partitions if (p.topic, p.partition) not in self._user_paused])
 
     def _on_revoke(self, consumer: Consumer, partitions: List[TopicPartition]) -> None:
         cb = self._user_cbs.get("revoke")
@@ -562,25 +565,26 @@ class OrderedConsumer(_GatingConsumer):
                 chunk = self._commit_interval / 2 if left is None else min(left, self._commit_interval / 2)
             raw = self._consumer.consume(num - len(out), -1 if chunk is None else chunk)
             if raw:
-                if self._gating:
-                    self._ensure_fresh()
-                watched = self._watched()
-                if not watched:
-                    out.extend(raw)
-                else:
-                    for i, m in enumerate(raw):
-                        if m.error() is not None:
+                i = 0
+                try:
+                    if self._gating:
+                        self._ensure_fresh()
+                    watched = self._watched()
+                    if not watched:
+                        out.extend(raw)
+                    else:
+                        for i, m in enumerate(raw):
+                            if m.error() is not None:
+                                out.append(m)
+                                continue
+                            tp = (m.topic(), m.partition())
+                            if tp in watched and not self._admit(tp, m.offset()):
+                                continue
                             out.append(m)
-                            continue
-                        tp = (m.topic(), m.partition())
-                        if tp in watched:
-                            try:
-                                if not self._admit(tp, m.offset()):
-                                    continue
-                            except BaseException:
-                                self._rewind(raw[i:])
-                                raise
-                        out.append(m)
+                except BaseException:
+                    # Nothing of this call reaches the application: fetch it again.
+                    self._rewind(out + raw[i:])
+                    raise
             if out or (deadline is not None and time.monotonic() >= deadline):
                 return out
             self._maintain()
@@ -592,7 +596,10 @@ class OrderedConsumer(_GatingConsumer):
             if m.error() is None:
                 first.setdefault((m.topic(), m.partition()), m.offset())
         for tp, off in first.items():
-            if tp not in self._held:
+            held = self._held.get(tp)
+            if held is None or off < held:
+                if held is not None:
+                    self._held[tp] = off
                 self._pos[tp] = off
                 self._c_seek(tp, off)
 

@@ -1,0 +1,410 @@
+"""The kafka-python wrappers on a real broker: OrderedKafkaProducer switches
+layouts and registers correct thresholds, OrderedKafkaConsumer delivers in
+order across expand/shrink, callbacks that send during a switch do not
+deadlock, and groups use the layout-aware assignor."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.structs import TopicPartition
+
+from kafka_ordered import ConfigError, PartitionOverrideError
+from kafka_ordered.admin import LayoutAdmin
+from kafka_ordered.assignor import assign_partitions
+from kafka_ordered.broker import FAST_GROUP_CONFIG_KAFKA_PYTHON
+from kafka_ordered.kafka_python import BufferedRecordFuture, OrderedKafkaConsumer, OrderedKafkaProducer
+from kafka_ordered.layout import Layout
+from kafka_ordered.listener import PartitionKeyRebalanceListener
+from kafka_ordered.oracle import OrderingOracle, encode_value
+
+KEYS = [b"key-%03d" % i for i in range(40)]
+
+
+@pytest.fixture
+def opts(layout_topic: str) -> Dict[str, Any]:
+    return {"ordered.layout.topic": layout_topic}
+
+
+@pytest.fixture
+def layout_admin(bootstrap: str, layout_topic: str) -> Iterator[LayoutAdmin]:
+    with LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}) as a:
+        yield a
+
+
+@pytest.fixture
+def make_producer(bootstrap: str, opts: Dict[str, Any], closing: Callable[[Any], Any]) -> Callable[..., OrderedKafkaProducer]:
+    def make(**extra: Any) -> OrderedKafkaProducer:
+        return closing(OrderedKafkaProducer(bootstrap_servers=bootstrap, **opts, **{"linger_ms": 5, **extra}))
+
+    return make
+
+
+@pytest.fixture
+def make_consumer(bootstrap: str, opts: Dict[str, Any], closing: Callable[[Any], Any],
+                  unique: Callable[[str], str]) -> Callable[..., OrderedKafkaConsumer]:
+    def make(*topics: str, **extra: Any) -> OrderedKafkaConsumer:
+        conf = {"bootstrap_servers": bootstrap, "group_id": unique("group"), "auto_offset_reset": "earliest",
+                "fetch_max_wait_ms": 50, **FAST_GROUP_CONFIG_KAFKA_PYTHON, **opts, **extra}
+        return closing(OrderedKafkaConsumer(*topics, **conf))
+
+    return make
+
+
+def wait_for_epoch(producer: OrderedKafkaProducer, topic: str, epoch: int, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while producer.history.current(topic).epoch < epoch:  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, f"producer never saw epoch {epoch} of {topic}"
+        time.sleep(0.01)
+
+
+def moved_keys(before: Layout, after: Layout) -> List[bytes]:
+    return [k for k in KEYS if before.partition_for(k) != after.partition_for(k)]
+
+
+# -- configuration ----------------------------------------------------------------
+
+
+def test_forced_settings_aliases_and_partition_override(bootstrap: str, layout_admin: LayoutAdmin, opts: Dict[str, Any],
+                                                        make_producer: Callable[..., OrderedKafkaProducer],
+                                                        unique: Callable[[str], str]) -> None:
+    with pytest.raises(ConfigError):
+        OrderedKafkaProducer(bootstrap_servers=bootstrap, acks=1, **opts)
+    with pytest.raises(ConfigError):
+        OrderedKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, **opts)
+    with pytest.raises(ConfigError):
+        OrderedKafkaProducer(bootstrap_servers=bootstrap, ordered_layout_topic="other", **opts)  # conflicting alias
+    with pytest.raises(ConfigError):
+        OrderedKafkaProducer(bootstrap_servers=bootstrap, ordered_no_such_option=1, **opts)
+    with pytest.raises(ConfigError):
+        OrderedKafkaConsumer(bootstrap_servers=bootstrap, **opts)  # no group_id
+
+    managed, plain = unique("managed"), unique("plain")
+    layout_admin.create_topic(managed, 2, 4)
+    plain_admin = AdminClient({"bootstrap.servers": bootstrap})
+    plain_admin.create_topics([NewTopic(plain, 3, 1)])[plain].result()
+    enc: Callable[[Optional[str]], Optional[bytes]] = lambda s: None if s is None else s.encode()
+    p = make_producer(ordered_producer_id=unique("stable"), key_serializer=enc, value_serializer=enc)
+    assert p.stable_id and p.producer.config["acks"] == -1 and p.producer.config["enable_idempotence"]
+    with pytest.raises(PartitionOverrideError):
+        p.send(managed, key="k", value="v", partition=1)
+    md = p.send(managed, key="k", value="v").get(10)  # serialized key is what the layout hashes
+    assert md.partition == Layout(managed, 1, 2, 2, 4).partition_for(b"k")
+    assert p.send(managed, value="unkeyed", partition=3).get(10).partition == 3  # unkeyed may pick
+    assert p.send(plain, key="k", value="v", partition=2).get(10).partition == 2  # unmanaged: pass-through
+    assert p.registrations and p.registrations[0].offset is not None, "a stable id registers at first send"
+
+
+# -- producer ---------------------------------------------------------------------
+
+
+def test_producer_switches_within_two_seconds_of_expand(layout_admin: LayoutAdmin, topic: str,
+                                                       make_producer: Callable[..., OrderedKafkaProducer]) -> None:
+    before = layout_admin.create_topic(topic, 2, 8)
+    p = make_producer()
+    for k in KEYS:
+        p.send(topic, key=k, value=b"before")
+    p.flush(10)
+    after = layout_admin.expand(topic, 4)
+    began = time.monotonic()
+    probe = moved_keys(before, after)[0]
+    while True:
+        md = p.send(topic, key=probe, value=b"probe").get(10)
+        if md.partition == after.partition_for(probe):
+            break
+        assert md.partition == before.partition_for(probe)
+        assert time.monotonic() - began < 2.0, "no switch within 2 s of expand()"
+        time.sleep(0.02)
+    assert time.monotonic() - began < 2.0
+    reg = p.registrations[-1]
+    assert (reg.from_epoch, reg.epoch) == (1, 2) and set(reg.gates) == {2, 3}
+
+
+def test_thresholds_cover_own_writes_and_new_partitions_wait_for_the_registration(
+        layout_admin: LayoutAdmin, topic: str, make_producer: Callable[..., OrderedKafkaProducer]) -> None:
+    lay1 = layout_admin.create_topic(topic, 2, 6)
+    # Multi-record batches: the embedded broker's ListOffsets is wrong for them.
+    p = make_producer(linger_ms=30, batch_size=1 << 16)
+    acked: List[Tuple[float, int, int, bytes]] = []  # (ack time, partition, offset, key)
+    sends: List[Tuple[float, int]] = []  # (time the record entered the client, partition)
+    appends: List[Tuple[float, int]] = []  # (time the layout log acknowledged, log offset)
+
+    inner_send = p.producer.send
+
+    def spy_send(topic_: str, **kw: Any) -> Any:
+        sends.append((time.monotonic(), kw.get("partition")))
+        return inner_send(topic_, **kw)
+
+    p.producer.send = spy_send  # type: ignore[method-assign]
+    log_append = p._log.append
+
+    def spy_append(key: bytes, value: bytes) -> int:
+        off = log_append(key, value)
+        appends.append((time.monotonic(), off))
+        return off
+
+    p._log.append = spy_append  # type: ignore[method-assign]
+
+    def burst(tag: bytes, rounds: int = 5) -> List[Tuple[float, int, int, bytes]]:
+        futs = [(k, p.send(topic, key=k, value=tag)) for _ in range(rounds) for k in KEYS]
+        out = []
+        for k, f in futs:
+            md = f.get(10)
+            out.append((time.monotonic(), md.partition, md.offset, k))
+        acked.extend(out)
+        return out
+
+    def true_ends() -> Dict[int, int]:
+        ends: Dict[int, int] = {}
+        for _, part, off, _ in acked:
+            ends[part] = max(ends.get(part, 0), off + 1)
+        return ends
+
+    burst(b"e1")
+    ends1 = true_ends()
+    lay2 = layout_admin.expand(topic, 4)
+    wait_for_epoch(p, topic, 2)
+    under2 = burst(b"e2")
+    reg2 = p.registrations[-1]
+    assert (reg2.from_epoch, reg2.epoch) == (1, 2)
+    for target, (start, waits) in reg2.gates.items():
+        assert start >= ends1.get(target, 0)
+        for q, w in waits.items():
+            assert w >= ends1[q] > 0, f"wait on {q} ({w}) below the producer's own end {ends1[q]}"
+    assert set(reg2.gates) == {2, 3}
+
+    ends2 = true_ends()
+    lay3 = layout_admin.shrink(topic, 3)  # 3 drains back into 1
+    wait_for_epoch(p, topic, 3)
+    under3 = burst(b"e3")
+    reg3 = p.registrations[-1]
+    assert set(reg3.gates) == {1}
+    start1, waits1 = reg3.gates[1]
+    assert start1 >= ends2[1] > 0 and waits1[3] >= ends2[3] > 0
+    # Exact on a single-writer topic: the thresholds are the true ends (not
+    # the embedded broker's too-low ListOffsets).
+    assert start1 == ends2[1] and waits1 == {3: ends2[3]}
+
+    # No keyed record entered a gate's target before its registration was acknowledged...
+    ack2 = next(t for t, off in appends if off == reg2.offset)
+    assert not [s for s in sends if s[1] in (2, 3) and s[0] < ack2]
+    # ...and under the new layout every moved key lands at or after the gate's start.
+    for reg, old, new, written in ((reg2, lay1, lay2, under2), (reg3, lay2, lay3, under3)):
+        ack = next(t for t, off in appends if off == reg.offset)
+        for t, part, off, k in written:
+            if old.partition_for(k) != new.partition_for(k) and part == new.partition_for(k):
+                assert off >= reg.gates[part][0], f"{k!r} at {part}@{off} before the gate start"
+                assert t > ack
+
+
+def test_callback_sending_during_a_switch_does_not_deadlock(
+        layout_admin: LayoutAdmin, topic: str, make_producer: Callable[..., OrderedKafkaProducer],
+        unique: Callable[[str], str], bootstrap: str) -> None:
+    layout_admin.create_topic(topic, 2, 8)
+    side = unique("side")  # an unmanaged topic
+    side_admin = AdminClient({"bootstrap.servers": bootstrap})
+    side_admin.create_topics([NewTopic(side, 1, 1)])[side].result()
+    # Records linger until a flush: the tests decide when callbacks fire.
+    p = make_producer(linger_ms=10_000)
+    p.send(topic, key=KEYS[0], value=b"warm")
+    p.send(side, value=b"warm")
+    p.flush(10)
+    resent: List[Tuple[bytes, Any]] = []
+    errors: List[BaseException] = []
+    on_sender: List[bool] = []
+
+    def resend(key: bytes) -> Callable[[Any], None]:
+        def cb(md: Any) -> None:
+            on_sender.append(threading.current_thread() is p.producer._sender)
+            try:
+                resent.append((key, p.send(topic, key=key, value=b"again")))
+            except BaseException as e:  # surfaced below
+                errors.append(e)
+        return cb
+
+    def within(seconds: float, *steps: Callable[[], Any]) -> bool:
+        done = threading.Event()
+
+        def run() -> None:
+            for step in steps:
+                step()
+            done.set()
+
+        threading.Thread(target=run, daemon=True).start()
+        return done.wait(seconds)
+
+    # Round 1: the main thread's send starts a switch; its flush fires the
+    # callbacks of the lingering records, which send again during the switch.
+    first = [p.send(topic, key=k, value=b"one").add_callback(resend(k)) for k in KEYS]
+    expanded = layout_admin.expand(topic, 4)
+    wait_for_epoch(p, topic, 2)
+    assert within(25, lambda: p.send(topic, key=KEYS[1], value=b"trigger"), lambda: p.flush(20)), \
+        "send/flush deadlocked against callbacks sending during the switch"
+    assert not errors and len(on_sender) == len(KEYS) and all(on_sender)
+    assert all(f.get(1) for f in first)
+    assert len(resent) == len(KEYS)
+    assert all(isinstance(f, BufferedRecordFuture) for _, f in resent), "callback sends are buffered by the switch"
+    for k, f in resent:
+        assert f.get(5).partition == expanded.partition_for(k)
+    assert p.registrations[-1].epoch == 2
+
+    # Round 2: after the next change the first send to the managed topic comes
+    # from a callback on the sender thread: the switch must run elsewhere.
+    resent.clear()
+    shrunk = layout_admin.shrink(topic, 3)
+    wait_for_epoch(p, topic, 3)
+    second = [p.send(side, value=k).add_callback(resend(k)) for k in KEYS]
+    assert within(25, lambda: p.flush(20)), "flush deadlocked against a switch started by a callback"
+    assert not errors and all(f.get(1) for f in second)
+    assert len(resent) == len(KEYS)
+    assert p.registrations[-1].epoch == 3, "the callback's send switched layouts"
+    for k, f in resent:
+        assert f.get(1).partition == shrunk.partition_for(k)
+
+
+# -- consumer -----------------------------------------------------------------------
+
+
+class KeyEvents(PartitionKeyRebalanceListener):
+    def __init__(self, fail_once: bool = False) -> None:
+        self.events: List[Tuple[str, int]] = []
+        self.fail_once = fail_once
+
+    def on_partition_key_maybe_revoked(self, partitions: List[Any]) -> None:
+        self.events += [("revoked", p.partition) for p in partitions]
+
+    def on_partition_key_assigned(self, partitions: List[Any]) -> None:
+        self.events += [("assigned", p.partition) for p in partitions]
+        if self.fail_once:
+            self.fail_once = False
+            raise RuntimeError("state store unavailable")
+
+
+def _produce_through(layout_admin: LayoutAdmin, topic: str, p: OrderedKafkaProducer,
+                     oracle: OrderingOracle, pid: str, steps: List[Callable[[], Any]], per_step: int = 4) -> None:
+    """Produce per-key sequences; between rounds apply each layout step."""
+    seq: Dict[bytes, int] = {}
+    futs: List[Tuple[bytes, bytes, Any]] = []
+
+    def rounds(n: int) -> None:
+        for _ in range(n):
+            for k in KEYS:
+                v = encode_value(pid, seq.get(k, 0))
+                seq[k] = seq.get(k, 0) + 1
+                futs.append((k, v, p.send(topic, key=k, value=v)))
+
+    rounds(per_step)
+    for step in steps:
+        step()
+        wait_for_epoch(p, topic, layout_admin.layout(topic).epoch)
+        rounds(per_step)
+    p.flush(20)
+    for k, v, f in futs:
+        f.get(10)
+        oracle.acknowledged_value(k, v)
+
+
+def _backlog_run(layout_admin: LayoutAdmin, topic: str, make_producer: Callable[..., OrderedKafkaProducer],
+                 make_consumer: Callable[..., OrderedKafkaConsumer], fail_once: bool = False, **consumer_extra: Any
+                 ) -> Tuple[OrderingOracle, OrderedKafkaConsumer, KeyEvents, int]:
+    """Produce through 2 -> 4 -> 3 -> 5 partitions, then consume the whole backlog.
+
+    The backlog is there before the consumer starts, so it can fetch new
+    partitions before the old ones: only the gates keep the order."""
+    layout_admin.create_topic(topic, 2, 6)
+    oracle = OrderingOracle()
+    p = make_producer(linger_ms=20)
+    _produce_through(layout_admin, topic, p, oracle, "P1", [
+        lambda: layout_admin.expand(topic, 4),
+        lambda: layout_admin.shrink(topic, 3),
+        lambda: layout_admin.expand(topic, 5),
+    ])
+    keys = KeyEvents(fail_once)
+    c = make_consumer(max_poll_records=25, **consumer_extra)
+    c.subscribe([topic], key_listener=keys)
+    expected = oracle.report().acknowledged
+    deadline = time.monotonic() + 20
+    seen = failures = 0
+    while seen < expected and time.monotonic() < deadline:
+        try:
+            batch = c.poll(timeout_ms=200)
+        except RuntimeError:  # the listener's failure: nothing of that fetch is lost
+            failures += 1
+            continue
+        for tp, recs in batch.items():
+            for r in recs:
+                oracle.delivered_value(r.key, r.value, where=f"{tp.partition}@{r.offset}")
+                seen += 1
+    return oracle, c, keys, failures
+
+
+def test_ordering_oracle_across_expand_and_shrink(layout_admin: LayoutAdmin, topic: str,
+                                                  make_producer: Callable[..., OrderedKafkaProducer],
+                                                  make_consumer: Callable[..., OrderedKafkaConsumer]) -> None:
+    oracle, c, keys, failures = _backlog_run(layout_admin, topic, make_producer, make_consumer, fail_once=True)
+    assert failures == 1, "the key listener's exception propagates out of poll"
+    report = oracle.report()
+    assert report.violations == (), report.violations[:5]
+    assert report.missing == 0, f"{report.missing} acknowledged records not delivered"
+    assert c.assignment() == {TopicPartition(topic, q) for q in range(6)}, "every physical partition assigned"
+    # State hand-off: each opened gate announced its target after a source.
+    assigned = [i for i, e in enumerate(keys.events) if e[0] == "assigned"]
+    assert {keys.events[i][1] for i in assigned} >= {2, 3}
+    first_revoked = min(i for i, e in enumerate(keys.events) if e[0] == "revoked")
+    assert first_revoked < assigned[0], keys.events
+    # Offsets are the wrapper's: what was returned reaches the group.
+    c.poll(timeout_ms=100)
+    c.commit()
+    assert sum(c.committed(TopicPartition(topic, q)) or 0 for q in range(6)) == report.acknowledged
+
+
+def test_oracle_sees_violations_when_gating_is_off(layout_admin: LayoutAdmin, topic: str,
+                                                   make_producer: Callable[..., OrderedKafkaProducer],
+                                                   make_consumer: Callable[..., OrderedKafkaConsumer]) -> None:
+    # Control: the same run without gates reorders keys (proof the oracle can fail).
+    oracle, _, _, _ = _backlog_run(layout_admin, topic, make_producer, make_consumer, **{"ordered.gating": False})
+    report = oracle.report()
+    assert report.missing == 0
+    assert report.violations, "expected reordering without gates"
+
+
+def test_two_member_group_uses_the_layout_aware_assignor(layout_admin: LayoutAdmin, topic: str,
+                                                         make_producer: Callable[..., OrderedKafkaProducer],
+                                                         make_consumer: Callable[..., OrderedKafkaConsumer],
+                                                         unique: Callable[[str], str]) -> None:
+    layout_admin.create_topic(topic, 2, 8)
+    oracle = OrderingOracle()
+    p = make_producer()
+    _produce_through(layout_admin, topic, p, oracle, "P2", [lambda: layout_admin.expand(topic, 4)], per_step=2)
+    layout = layout_admin.layout(topic)
+    group = unique("group")
+    members = [make_consumer(topic, group_id=group), make_consumer(topic, group_id=group)]
+    expected = oracle.report().acknowledged
+    seen = 0
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for i, c in enumerate(members):
+            for tp, recs in c.poll(timeout_ms=50).items():
+                for r in recs:  # the group's delivery order
+                    oracle.delivered_value(r.key, r.value, where=f"member{i}:{tp.partition}@{r.offset}")
+                    seen += 1
+        gens = {c.consumer._coordinator._generation.generation_id for c in members}
+        owned = [c.assignment() for c in members]
+        if len(gens) == 1 and all(owned) and sum(len(o) for o in owned) == 8 and seen >= expected:
+            break
+    coords = [c.consumer._coordinator for c in members]
+    assert {co._generation.protocol for co in coords} == {"ordered"}
+    ids = [co._generation.member_id for co in coords]
+    plan = assign_partitions(ids, {topic: 8}, {topic: layout}, {i: {topic} for i in ids})
+    for c, mid in zip(members, ids):
+        assert c.assignment() == {TopicPartition(topic, q) for q in plan[mid].get(topic, [])}
+    owner = {tp.partition: i for i, c in enumerate(members) for tp in c.assignment()}
+    assert sorted(owner) == list(range(8))
+    assert owner[0] != owner[1], "undeleted partitions spread first"
+    assert owner[2] == owner[0] and owner[3] == owner[1], "new partitions kept with their parents"
+    report = oracle.report()
+    assert report.violations == () and report.missing == 0, report
