@@ -910,9 +910,11 @@ class LayoutAdmin:
     # -- lifecycle
 
     def close(self) -> None:
+        """Stop following the layout log and release every client."""
         self._follower.close()
         self._offsets.close()
         self._log.close()
+        self._admin = None  # type: ignore[assignment]
 
     def __enter__(self) -> "LayoutAdmin":
         return self

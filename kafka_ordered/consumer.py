@@ -176,7 +176,6 @@ class _GatingConsumer:
             for d in (self._pos, self._processed, self._revoke_mark, self._held, self._deps, self._held_since):
                 d.pop(tp, None)  # type: ignore[attr-defined]
             self._init_commit.discard(tp)
-            self._user_paused.discard(tp)
             if self._stored is not None:
                 self._stored.pop(tp, None)
 

@@ -189,6 +189,7 @@ class LayoutLog:
         p, self._producer = self._producer, None
         if p is not None:
             p.flush(self.timeout)
+        self._admin = None  # type: ignore[assignment]
 
     def __enter__(self) -> "LayoutLog":
         return self
@@ -353,6 +354,7 @@ class LayoutFollower:
             c, self._consumer = self._consumer, None
         if c is not None:
             c.close()
+        self._admin = None  # type: ignore[assignment]  # a live client keeps reconnecting
 
     def __enter__(self) -> "LayoutFollower":
         return self.start()
