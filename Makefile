@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-unit bench install clean
+.PHONY: demo test test-unit typecheck bench install clean
 
 $(VENV)/.base: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ test: $(VENV)/.full
 
 test-unit: $(VENV)/.full
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+typecheck: $(VENV)/.full
+	$(PY) -m pip install --quiet 'mypy>=1.10'
+	$(PY) -m mypy kafka_ordered --ignore-missing-imports
 
 ## make bench: every benchmark (prints BENCH lines)
 bench: $(VENV)/.full

@@ -439,6 +439,7 @@ def alter_partition_reassignments(
     import kafka.errors as kerr
     from kafka import TopicPartition as KTopicPartition
 
+    assert isinstance(admin, Mapping)
     kw = kafka_python_admin_config(admin, timeout=timeout)
     what = f"reassign partitions {sorted(wanted)} of {topic!r}"
     try:

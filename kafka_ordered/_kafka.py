@@ -154,7 +154,7 @@ class OffsetReader:
                         if err is None:
                             continue
                         if err.code() == KafkaError._PARTITION_EOF:
-                            ends[(m.topic(), m.partition())] = m.offset()
+                            ends[(str(m.topic()), int(m.partition() or 0))] = int(m.offset() or 0)
                         elif err.code() in _UNKNOWN_TOPIC:
                             raise UnknownTopicError(f"{m.topic()}: {err.str()}", code=err.code())
                         elif err.fatal() or not err.retriable():

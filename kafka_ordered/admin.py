@@ -717,7 +717,7 @@ class LayoutAdmin:
     def _replication_factor(self, requested: int, state: ClusterState) -> int:
         if requested != -1:
             return requested
-        broker = state.controller if state.controller in state.racks else min(state.racks)
+        broker = state.controller if state.controller is not None and state.controller in state.racks else min(state.racks)
         try:
             value = _cluster.broker_config(self._admin, broker, timeout=self.timeout).get("default.replication.factor")
         except KafkaOrderedError:
@@ -747,7 +747,8 @@ class LayoutAdmin:
             if value is None and topic is not None:
                 value = _cluster.topic_config(self._admin, topic, timeout=self.timeout).get("min.insync.replicas")
             if value is None:
-                broker = state.controller if state.controller in state.racks else min(state.racks)
+                broker = (state.controller if state.controller is not None and state.controller in state.racks
+                          else min(state.racks))
                 value = _cluster.broker_config(self._admin, broker, timeout=self.timeout).get("min.insync.replicas")
         except KafkaOrderedError as e:
             raise PlacementError(

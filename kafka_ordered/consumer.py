@@ -52,6 +52,10 @@ CONSUMER_OPTIONS = (
 _LOG_START_REFRESH_S = 5.0
 
 
+def _msg_tp(m: Message) -> TP:
+    return (m.topic(), m.partition())  # type: ignore[return-value]
+
+
 def _reset_policy(value: Any) -> str:
     v = str(value).lower()
     if v in ("smallest", "earliest", "beginning"):
@@ -442,9 +446,10 @@ class OrderedConsumer(_GatingConsumer):
         return {(p.topic, p.partition): p.offset for p in self._consumer.position(self._c_partitions(tps))}
 
     def _c_commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
-        return self._consumer.commit(
-            offsets=[TopicPartition(t, p, off) for (t, p), off in sorted(offsets.items())], asynchronous=asynchronous
-        )
+        tps = [TopicPartition(t, p, off) for (t, p), off in sorted(offsets.items())]
+        if asynchronous:
+            return self._consumer.commit(offsets=tps, asynchronous=True)
+        return self._consumer.commit(offsets=tps, asynchronous=False)
 
     # -- subscription
 
@@ -576,8 +581,8 @@ class OrderedConsumer(_GatingConsumer):
                             if m.error() is not None:
                                 out.append(m)
                                 continue
-                            tp = (m.topic(), m.partition())
-                            if tp in watched and not self._admit(tp, m.offset()):
+                            tp = _msg_tp(m)
+                            if tp in watched and not self._admit(tp, m.offset()):  # type: ignore[arg-type]
                                 continue
                             out.append(m)
                 except BaseException:
@@ -593,7 +598,7 @@ class OrderedConsumer(_GatingConsumer):
         first: Dict[TP, int] = {}
         for m in undelivered:
             if m.error() is None:
-                first.setdefault((m.topic(), m.partition()), m.offset())
+                first.setdefault(_msg_tp(m), int(m.offset() or 0))
         for tp, off in first.items():
             held = self._held.get(tp)
             if held is None or off < held:
@@ -612,9 +617,9 @@ class OrderedConsumer(_GatingConsumer):
         if message is not None and offsets is not None:
             raise ValueError("message and offsets are mutually exclusive")
         if message is not None:
-            want = {(message.topic(), message.partition()): message.offset() + 1}
+            want = {_msg_tp(message): int(message.offset() or 0) + 1}
         elif offsets is not None:
-            want = {(o.topic, o.partition): o.offset for o in offsets}
+            want = {(str(o.topic), int(o.partition)): int(o.offset) for o in offsets}
         else:
             base = self._stored if self._stored is not None else self._positions(self._owned)
             want = {tp: off for tp, off in base.items() if tp in self._owned}
@@ -629,7 +634,7 @@ class OrderedConsumer(_GatingConsumer):
         if self._stored is None:
             self._stored = {}
         if message is not None:
-            self._stored[(message.topic(), message.partition())] = message.offset() + 1
+            self._stored[_msg_tp(message)] = int(message.offset() or 0) + 1
         for o in offsets or ():
             self._stored[(o.topic, o.partition)] = o.offset
 

@@ -235,7 +235,7 @@ class GateKeeper:
         """Whether some gate waits on source ``tp`` beyond ``committed`` (so its
         owner should commit promptly)."""
         ws = self._waits.get(tp)
-        return bool(ws) and ws[-1] > committed
+        return ws is not None and len(ws) > 0 and ws[-1] > committed
 
     def watched(self) -> FrozenSet[TP]:
         """Partitions whose records need a per-record decision: closed gates or

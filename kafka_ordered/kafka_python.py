@@ -443,7 +443,7 @@ class OrderedKafkaConsumer(_GatingConsumer):
             unregister_layouts(*self._registry_key, self._follower)
             self._close_gating()
             raise
-        self._coordinator = getattr(self._consumer, "_coordinator", None)
+        self._coordinator: Any = getattr(self._consumer, "_coordinator", None)
         if topics:
             self.subscribe(list(topics))
 

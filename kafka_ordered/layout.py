@@ -148,7 +148,7 @@ def partitions_for(
     hname = _check_hash(hash)
     if not all(type(k) is bytes for k in keys):
         keys = [_as_bytes(k) for k in keys]
-    return _bucket_array(_hashing.hash_batch(keys, hname), n0, n)
+    return _bucket_array(_hashing.hash_batch(keys, hname), n0, n)  # type: ignore[arg-type]
 
 
 def parent_partition(partition: int, initial_partitions: int) -> Optional[int]:

@@ -301,7 +301,7 @@ class LayoutFollower:
                             if err.code() != KafkaError._PARTITION_EOF:
                                 raise translate(KafkaException(err), f"reading layout log {self.topic}")
                             continue
-                        self.history.apply(m.offset(), m.key(), m.value(), m.timestamp()[1])
+                        self.history.apply(int(m.offset() or 0), m.key(), m.value(), m.timestamp()[1])
                 # A fetch may have shown a later end than ListOffsets did (brokers
                 # that report the base offset of the last batch).
                 _, fetched_end = c.get_watermark_offsets(self._tp, cached=True)

@@ -681,7 +681,7 @@ def plan_partitions(
         ignore_racks=ignore_racks, cap=cap, rng=rng,
     )
     return PlacementPlan(
-        assignment=placed.assignment,
+        assignment={p: tuple(r) for p, r in placed.assignment.items()},
         replication_factor=rf,
         racks=known,
         remaining=_public_capacity(placed.remaining),
@@ -863,8 +863,8 @@ def plan_heal(
     _check_known("live_brokers", live, known)
     if current_replicas is None:
         counts: Dict[int, int] = {b: 0 for b in known}
-        for reps in current.values():
-            for b in reps:
+        for held in current.values():
+            for b in held:
                 if b in counts:
                     counts[b] += 1
     else:
@@ -902,22 +902,22 @@ def plan_heal(
     target: Dict[int, List[int]] = {}
     greedy_ok = True
     for p, k in needs.items():
-        reps = list(current[p])
-        used = {rack(b) for b in reps}
+        grown: List[int] = list(current[p])
+        used = {rack(b) for b in grown}
         for _ in range(k):
-            options = [b for b in order if b not in reps and left[b] > 0]
+            options = [b for b in order if b not in grown and left[b] > 0]
             if not options:
                 greedy_ok = False
                 break
             b = min(options, key=lambda b: (rack(b) in used, load[b], position[b]))
-            reps.append(b)
+            grown.append(b)
             used.add(rack(b))
             left[b] -= 1
             load[b] += 1
         if not greedy_ok:
             break
-        if len(reps) > len(current[p]):
-            target[p] = reps
+        if len(grown) > len(current[p]):
+            target[p] = grown
     if not greedy_ok:
         assert exact is not None
         left = dict(cap)
@@ -926,10 +926,10 @@ def plan_heal(
             for b in added:
                 left[b] -= 1
             if added:
-                target[p] = list(current[p]) + added
+                target[p] = list(current[p]) + list(added)
     return HealPlan(
         current=current,
-        target=target,
+        target={p: tuple(r) for p, r in target.items()},
         replication_factor=rf,
         racks=known,
         still_missing=still,

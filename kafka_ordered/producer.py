@@ -372,7 +372,7 @@ class OrderedProducer(_RegisteringProducer):
             # The per-record path: registered, current, nothing buffered.
             with self._lock:
                 if st.ready:
-                    self._raw_produce(topic, value, key, st.fn(key), on_delivery or callback,
+                    self._raw_produce(topic, value, key, st.fn(key), on_delivery or callback,  # type: ignore[misc]
                                       timestamp=timestamp, headers=headers)
                     return
         self._produce_slow(topic, value, key, partition, on_delivery or callback, timestamp, headers)
