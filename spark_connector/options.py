@@ -1,0 +1,319 @@
+"""Options of the ``kafka_ordered`` Spark source (pure, no Spark, no I/O).
+
+Names and meanings follow Spark's built-in Kafka source where they apply;
+``ordered.*`` options are ours. Spark hands options over case-insensitively
+(lower-cased keys); every value is a string.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from kafka_ordered.config import DEFAULT_LAYOUT_TOPIC
+from kafka_ordered.errors import ConfigError
+
+__all__ = ["SourceOptions", "parse_options", "OffsetSpec", "parse_duration_ms", "EARLIEST", "LATEST"]
+
+#: Offsets in a JSON offset spec with a special meaning (as in Spark's Kafka source).
+EARLIEST = -2
+LATEST = -1
+
+# Kafka client options that the source manages itself (like the built-in source,
+# which refuses the Java equivalents).
+_REFUSED_KAFKA = {
+    "group.id": "the source assigns partitions itself and never joins a group",
+    "enable.auto.commit": "the source never commits offsets to Kafka (Spark's checkpoint holds them)",
+    "auto.offset.reset": "use startingOffsets instead",
+    "enable.auto.offset.store": "the source never stores offsets in Kafka",
+    "key.deserializer": "keys are always returned as binary",
+    "value.deserializer": "values are always returned as binary",
+    "interceptor.classes": "not supported",
+    "enable.partition.eof": "the source needs partition EOF events to stop at end offsets",
+}
+
+_ORDERED_OPTIONS = (
+    "ordered.layout.topic",
+    "ordered.gating",
+    "ordered.layout.corrupt.policy",
+    "ordered.metadata.timeout.ms",
+)
+
+_BOOL = {"true": True, "false": False}
+
+
+def _bool(name: str, value: Optional[str], default: bool) -> bool:
+    if value is None:
+        return default
+    v = str(value).strip().lower()
+    if v not in _BOOL:
+        raise ConfigError(f"option {name} must be true or false, got {value!r}")
+    return _BOOL[v]
+
+
+def _pos_int(name: str, value: Optional[str], minimum: int = 1) -> Optional[int]:
+    if value is None:
+        return None
+    try:
+        i = int(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"option {name} must be an integer >= {minimum}, got {value!r}") from None
+    if i < minimum:
+        raise ConfigError(f"option {name} must be an integer >= {minimum}, got {value!r}")
+    return i
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_UNIT_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(name: str, value: str) -> int:
+    """``"15m"``, ``"30s"``, ``"500ms"``, ``"1000"`` (ms) -> milliseconds."""
+    m = _DURATION.match(str(value))
+    if not m:
+        raise ConfigError(f"option {name} must be a duration like 500ms, 30s, 15m, got {value!r}")
+    return int(m.group(1)) * _UNIT_MS[(m.group(2) or "").lower() or None]
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """A starting or ending position: ``kind`` is ``earliest``, ``latest``,
+    ``offsets`` (``per_topic``: topic -> partition -> offset, -2 earliest,
+    -1 latest), ``timestamp`` (``timestamp`` ms for every partition) or
+    ``timestamps`` (``per_topic``: topic -> partition -> timestamp ms)."""
+
+    kind: str
+    per_topic: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    timestamp: Optional[int] = None
+
+    def describe(self) -> str:
+        if self.kind in ("earliest", "latest"):
+            return self.kind
+        if self.kind == "timestamp":
+            return f"timestamp {self.timestamp}"
+        return json.dumps({t: {str(p): o for p, o in ps.items()} for t, ps in self.per_topic.items()})
+
+
+def _offset_json(name: str, raw: str, *, allow_earliest: bool, allow_latest: bool,
+                 timestamps: bool = False) -> Dict[str, Dict[int, int]]:
+    try:
+        d = json.loads(raw)
+    except ValueError as e:
+        raise ConfigError(
+            f"option {name} is neither 'earliest'/'latest' nor valid JSON like "
+            f'{{"topic":{{"0":23,"1":-2}}}} ({e}): {raw!r}'
+        ) from None
+    if not isinstance(d, dict) or not d:
+        raise ConfigError(f'option {name} must be a JSON object like {{"topic":{{"0":23,"1":-2}}}}, got {raw!r}')
+    out: Dict[str, Dict[int, int]] = {}
+    for topic, parts in d.items():
+        if not isinstance(parts, dict) or not parts:
+            raise ConfigError(f"option {name}: topic {topic!r} must map partition numbers to offsets, got {parts!r}")
+        tp: Dict[int, int] = {}
+        for p, off in parts.items():
+            try:
+                pi = int(p)
+            except (TypeError, ValueError):
+                raise ConfigError(f"option {name}: partition {p!r} of topic {topic!r} is not an integer") from None
+            if pi < 0:
+                raise ConfigError(f"option {name}: partition {p!r} of topic {topic!r} is negative")
+            if isinstance(off, bool) or not isinstance(off, int):
+                raise ConfigError(f"option {name}: offset of {topic}[{p}] must be an integer, got {off!r}")
+            if timestamps:
+                if off < 0 and off not in (EARLIEST, LATEST):
+                    raise ConfigError(f"option {name}: timestamp of {topic}[{p}] must be >= 0, got {off}")
+            elif off < EARLIEST:
+                raise ConfigError(f"option {name}: offset of {topic}[{p}] must be >= -2, got {off}")
+            if off == EARLIEST and not allow_earliest:
+                raise ConfigError(f"option {name}: -2 (earliest) is not allowed here ({topic}[{p}])")
+            if off == LATEST and not allow_latest:
+                raise ConfigError(f"option {name}: -1 (latest) is not allowed here ({topic}[{p}])")
+            tp[pi] = off
+        out[str(topic)] = tp
+    return out
+
+
+def _position(opts: Mapping[str, str], prefix: str, default: str, *, allow_earliest: bool,
+              allow_latest: bool) -> OffsetSpec:
+    """Resolve ``{prefix}Offsets``/``{prefix}Timestamp``/``{prefix}OffsetsByTimestamp``
+    with the built-in source's precedence (timestamps first)."""
+    ts_global = opts.get(f"{prefix}timestamp")
+    ts_json = opts.get(f"{prefix}offsetsbytimestamp")
+    offsets = opts.get(f"{prefix}offsets")
+    name = "startingOffsets" if prefix == "starting" else "endingOffsets"
+    if ts_global is not None:
+        try:
+            ts = int(ts_global)
+        except ValueError:
+            raise ConfigError(f"option {prefix}Timestamp must be a timestamp in ms, got {ts_global!r}") from None
+        if ts < 0:
+            raise ConfigError(f"option {prefix}Timestamp must be >= 0, got {ts_global!r}")
+        return OffsetSpec("timestamp", timestamp=ts)
+    if ts_json is not None:
+        return OffsetSpec("timestamps", _offset_json(f"{prefix}OffsetsByTimestamp", ts_json, allow_earliest=True,
+                                                      allow_latest=True, timestamps=True))
+    raw = (offsets if offsets is not None else default).strip()
+    low = raw.lower()
+    if low == "earliest":
+        if not allow_earliest:
+            raise ConfigError(f"option {name}='earliest' is not allowed")
+        return OffsetSpec("earliest")
+    if low == "latest":
+        if not allow_latest:
+            raise ConfigError(f"option {name}='latest' is not allowed for a batch query (nothing would be read)")
+        return OffsetSpec("latest")
+    return OffsetSpec("offsets", _offset_json(name, raw, allow_earliest=allow_earliest, allow_latest=allow_latest))
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Parsed options; everything picklable."""
+
+    conn: Mapping[str, Any]  # librdkafka config of every client the source creates
+    subscribe: Tuple[str, ...]
+    pattern: Optional[str]
+    assign: Mapping[str, Tuple[int, ...]]
+    starting: OffsetSpec
+    ending: Optional[OffsetSpec]
+    by_timestamp_strategy: str
+    max_offsets: Optional[int]
+    min_offsets: Optional[int]
+    max_trigger_delay_ms: int
+    fail_on_data_loss: bool
+    include_headers: bool
+    poll_timeout_ms: int
+    min_partitions: Optional[int]
+    max_records_per_partition: Optional[int]
+    layout_topic: str
+    gating: bool
+    corrupt_policy: str
+    metadata_timeout_ms: int
+
+    @property
+    def timeout_s(self) -> float:
+        return self.metadata_timeout_ms / 1000.0
+
+    def mode(self) -> str:
+        return "assign" if self.assign else "subscribePattern" if self.pattern is not None else "subscribe"
+
+
+def parse_options(raw: Mapping[str, Any], *, streaming: Optional[bool]) -> SourceOptions:
+    """Validate the options of a streaming (``streaming=True``) or batch
+    (``False``) read; ``None`` checks what both have in common (at ``load()``,
+    before Spark says which it is).
+
+    Raises :class:`~kafka_ordered.errors.ConfigError` with a message naming
+    the option for anything wrong that can be seen without a broker.
+    """
+    opts: Dict[str, str] = {str(k).lower(): v for k, v in raw.items() if v is not None}
+
+    # -- connection
+    conn: Dict[str, Any] = {}
+    for k, v in opts.items():
+        if k.startswith("kafka."):
+            key = k[len("kafka."):]
+            if key in _REFUSED_KAFKA:
+                raise ConfigError(f"option kafka.{key} is not supported: {_REFUSED_KAFKA[key]}")
+            conn[key] = v
+    if not conn.get("bootstrap.servers"):
+        raise ConfigError("option kafka.bootstrap.servers is required (e.g. .option('kafka.bootstrap.servers', 'host:9092'))")
+
+    # -- topics
+    given = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
+    if len(given) != 1:
+        names = {"subscribe": "subscribe", "subscribepattern": "subscribePattern", "assign": "assign"}
+        raise ConfigError(
+            "exactly one of the options subscribe, subscribePattern, assign must be given"
+            + (f" (got {', '.join(names[g] for g in given)})" if given else " (got none)")
+        )
+    subscribe: Tuple[str, ...] = ()
+    pattern: Optional[str] = None
+    assign: Dict[str, Tuple[int, ...]] = {}
+    if "subscribe" in opts:
+        subscribe = tuple(t.strip() for t in str(opts["subscribe"]).split(",") if t.strip())
+        if not subscribe:
+            raise ConfigError("option subscribe must list at least one topic (comma-separated)")
+    elif "subscribepattern" in opts:
+        pattern = str(opts["subscribepattern"]).strip()
+        if not pattern:
+            raise ConfigError("option subscribePattern must not be empty")
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise ConfigError(f"option subscribePattern is not a valid regular expression: {e}") from None
+    else:
+        try:
+            d = json.loads(opts["assign"])
+        except ValueError as e:
+            raise ConfigError(f'option assign must be JSON like {{"topicA":[0,1]}}: {e}') from None
+        if not isinstance(d, dict) or not d or not all(
+            isinstance(ps, list) and ps and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in ps)
+            for ps in d.values()
+        ):
+            raise ConfigError(f'option assign must be JSON like {{"topicA":[0,1]}}, got {opts["assign"]!r}')
+        assign = {str(t): tuple(sorted(set(ps))) for t, ps in d.items()}
+
+    # -- positions
+    starting = _position(opts, "starting", "earliest" if streaming is False else "latest", allow_earliest=True,
+                         allow_latest=True)
+    ending: Optional[OffsetSpec] = None
+    if streaming:
+        for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
+            if k in opts:
+                raise ConfigError(f"option {k} is not allowed for a streaming query (only for spark.read)")
+    elif streaming is False or any(k in opts for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")):
+        ending = _position(opts, "ending", "latest", allow_earliest=False, allow_latest=True)
+    if streaming is False:
+        if starting.kind == "latest":
+            raise ConfigError("option startingOffsets='latest' is not allowed for a batch query (nothing would be read)")
+        if starting.kind == "offsets" and any(o == LATEST for ps in starting.per_topic.values() for o in ps.values()):
+            raise ConfigError("option startingOffsets: -1 (latest) is not allowed for a batch query")
+    strategy = str(opts.get("startingoffsetsbytimestampstrategy", "error")).lower()
+    if strategy not in ("error", "latest"):
+        raise ConfigError(f"option startingOffsetsByTimestampStrategy must be 'error' or 'latest', got {strategy!r}")
+
+    # -- limits
+    max_offsets = _pos_int("maxOffsetsPerTrigger", opts.get("maxoffsetspertrigger"))
+    min_offsets = _pos_int("minOffsetsPerTrigger", opts.get("minoffsetspertrigger"))
+    if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
+        raise ConfigError(f"minOffsetsPerTrigger ({min_offsets}) must not exceed maxOffsetsPerTrigger ({max_offsets})")
+    delay = parse_duration_ms("maxTriggerDelay", opts.get("maxtriggerdelay", "15m"))
+    if streaming is False:
+        for k in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"):
+            if k in opts:
+                raise ConfigError(f"option {k} only applies to streaming queries")
+
+    # -- ours
+    for k in opts:
+        if k.startswith("ordered.") and k not in _ORDERED_OPTIONS:
+            raise ConfigError(f"unknown option {k!r}; the kafka_ordered source accepts: {', '.join(_ORDERED_OPTIONS)}")
+    layout_topic = str(opts.get("ordered.layout.topic", DEFAULT_LAYOUT_TOPIC)).strip()
+    if not layout_topic:
+        raise ConfigError("option ordered.layout.topic must not be empty")
+    policy = str(opts.get("ordered.layout.corrupt.policy", "skip")).lower()
+    if policy not in ("skip", "refuse"):
+        raise ConfigError(f"option ordered.layout.corrupt.policy must be 'skip' or 'refuse', got {policy!r}")
+
+    return SourceOptions(
+        conn=conn,
+        subscribe=subscribe,
+        pattern=pattern,
+        assign=assign,
+        starting=starting,
+        ending=ending,
+        by_timestamp_strategy=strategy,
+        max_offsets=max_offsets,
+        min_offsets=min_offsets,
+        max_trigger_delay_ms=delay,
+        fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss"), True),
+        include_headers=_bool("includeHeaders", opts.get("includeheaders"), False),
+        poll_timeout_ms=_pos_int("kafkaConsumer.pollTimeoutMs", opts.get("kafkaconsumer.polltimeoutms")) or 120_000,
+        min_partitions=_pos_int("minPartitions", opts.get("minpartitions")),
+        max_records_per_partition=_pos_int("maxRecordsPerPartition", opts.get("maxrecordsperpartition")),
+        layout_topic=layout_topic,
+        gating=_bool("ordered.gating", opts.get("ordered.gating"), True),
+        corrupt_policy=policy,
+        metadata_timeout_ms=_pos_int("ordered.metadata.timeout.ms", opts.get("ordered.metadata.timeout.ms")) or 10_000,
+    )

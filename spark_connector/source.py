@@ -1,0 +1,474 @@
+"""The ``kafka_ordered`` PySpark data source (streaming and batch).
+
+``spark.readStream.format("kafka_ordered")`` plans micro-batches from the
+layout log: a batch's end offset for partition ``p`` stops at the first gate
+on ``p`` whose sources the query has not processed yet (processed = the
+batch's start offsets, which Spark hands to ``latestOffset`` only after the
+previous batch committed). Records gated on a source therefore land in a
+later batch than the source records they wait for. Data end offsets are read
+before the layout log is caught up (freshness: every registration a planned
+record depends on was appended before that record, hence before the sync).
+
+Everything driver-side (layout follower, offset reader, admin client) lives
+in a lazily created runtime that is never pickled; executors read their
+range with their own consumer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from kafka_ordered._kafka import OffsetReader, new_admin, translate
+from kafka_ordered.config import connection_config
+from kafka_ordered.errors import ConfigError, UnknownTopicError
+from kafka_ordered.history import Gate
+from kafka_ordered.layout_log import LayoutFollower
+
+from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions, parse_options
+from .planning import (
+    TP,
+    available,
+    extend_target,
+    from_json,
+    gated_ends,
+    pending_sources,
+    rate_limit,
+    split_range,
+    to_json,
+)
+from .reading import DataLossError, KafkaRange, read_range, reader_config
+
+__all__ = ["KafkaOrderedDataSource", "KafkaOrderedStreamReader", "KafkaOrderedBatchReader", "kafka_schema"]
+
+NAME = "kafka_ordered"
+
+
+def kafka_schema(include_headers: bool = False) -> StructType:
+    """The row schema of Spark's built-in Kafka source."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(
+            StructField(
+                "headers",
+                ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])),
+            )
+        )
+    return StructType(fields)
+
+
+class KafkaOrderedDataSource(DataSource):
+    """``format("kafka_ordered")``: Spark's Kafka source, gated by the layout log."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> StructType:
+        # Runs at load(): option errors surface there.
+        opts = parse_options(self.options, streaming=None)
+        return kafka_schema(opts.include_headers)
+
+    def reader(self, schema: StructType) -> "KafkaOrderedBatchReader":
+        return KafkaOrderedBatchReader(parse_options(self.options, streaming=False), schema)
+
+    def streamReader(self, schema: StructType) -> "KafkaOrderedStreamReader":
+        return KafkaOrderedStreamReader(parse_options(self.options, streaming=True), schema)
+
+
+# ---------------------------------------------------------------- driver side
+
+
+class _Runtime:
+    """Broker clients of the driver (or the batch planner); never pickled."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self.timeout = opts.timeout_s
+        self.conn: Dict[str, Any] = {"isolation.level": "read_uncommitted", **opts.conn}
+        self.link = connection_config(self.conn)
+        self.admin = new_admin(self.link)
+        self.offsets = OffsetReader(self.conn, self.timeout)
+        self.offsets.warm_up()  # else the first end-offset read waits ~0.5 s for metadata
+        self.follower = LayoutFollower(
+            self.link,
+            opts.layout_topic,
+            poll_interval_ms=1000,
+            corrupt_policy=opts.corrupt_policy,  # type: ignore[arg-type]
+            timeout=self.timeout,
+        ).start()
+        self._ts_consumer: Optional[Consumer] = None
+
+    # -- topics and partitions
+
+    def _metadata(self) -> Dict[str, int]:
+        try:
+            md = self.admin.list_topics(timeout=self.timeout)
+        except KafkaException as e:
+            raise translate(e, "reading cluster metadata") from e
+        return {t: len(tm.partitions) for t, tm in md.topics.items() if tm.error is None and tm.partitions}
+
+    def partitions(self) -> List[TP]:
+        """Every partition the query reads now (physical partitions of each
+        subscribed topic, draining and spare ones included)."""
+        opts = self.opts
+        counts = self._metadata()
+        history = self.follower.history
+        if opts.assign:
+            for t, ps in opts.assign.items():
+                if history.current(t) is not None:
+                    raise ConfigError(
+                        f"option assign names {t}, a topic managed by kafka-ordered (layout in {opts.layout_topic}): "
+                        "assigning its partitions by hand would bypass the layout and its ordering gates. "
+                        f"Use .option('subscribe', '{t}') instead."
+                    )
+                if t not in counts:
+                    raise UnknownTopicError(f"option assign: topic {t} does not exist")
+                bad = [p for p in ps if p >= counts[t]]
+                if bad:
+                    raise UnknownTopicError(f"option assign: {t} has {counts[t]} partitions, no partition {bad}")
+            return sorted((t, p) for t, ps in opts.assign.items() for p in ps)
+        if opts.pattern is not None:
+            rx = re.compile(opts.pattern)
+            topics = [t for t in counts if rx.fullmatch(t) and t != opts.layout_topic and not t.startswith("__")]
+        else:
+            missing = [t for t in opts.subscribe if t not in counts]
+            if missing:
+                raise UnknownTopicError(
+                    f"option subscribe: topic(s) {', '.join(missing)} do not exist "
+                    f"(bootstrap {self.conn.get('bootstrap.servers')})"
+                )
+            topics = list(opts.subscribe)
+        # Physical partitions as the metadata shows them (a partition the layout
+        # names but the metadata does not show yet is picked up by a later batch).
+        return [(t, p) for t in sorted(set(topics)) for p in range(counts[t])]
+
+    def gates(self, topics: Sequence[str]) -> Dict[str, List[Gate]]:
+        """Every gate of the managed ``topics``, from a view of the layout log
+        that includes every record appended before this call (call it after
+        reading the data end offsets: freshness).
+
+        The layout log's end is read like the data's (Fetch high watermark);
+        when the background follower has already applied everything below it
+        (steady state) no further round trip is needed."""
+        ltp = (self.opts.layout_topic, 0)
+        end = self.offsets.end_offsets([ltp])[ltp]
+        history = self.follower.history
+        if history.next_offset < end:
+            history = self.follower.sync()
+        return {t: history.gates(t) for t in topics if history.current(t) is not None}
+
+    # -- offsets
+
+    def ends(self, tps: Sequence[TP]) -> Dict[TP, int]:
+        return self.offsets.end_offsets(tps)
+
+    def log_starts(self, tps: Sequence[TP]) -> Dict[TP, int]:
+        return self.offsets.start_offsets(tps) if tps else {}
+
+    def for_times(self, wanted: Mapping[TP, int]) -> Dict[TP, int]:
+        """First offset with timestamp >= the given one (-1 when none)."""
+        if not wanted:
+            return {}
+        if self._ts_consumer is None:
+            self._ts_consumer = Consumer({**reader_config(self.conn)})
+        try:
+            res = self._ts_consumer.offsets_for_times(
+                [TopicPartition(t, p, ts) for (t, p), ts in wanted.items()], timeout=self.timeout
+            )
+        except KafkaException as e:
+            raise translate(e, "looking up offsets by timestamp", api="ListOffsets") from e
+        return {(r.topic, r.partition): r.offset for r in res}
+
+    def resolve(self, spec: OffsetSpec, tps: Sequence[TP], name: str) -> Dict[TP, int]:
+        """Offsets of ``tps`` for a starting/ending position spec."""
+        opts = self.opts
+        if spec.kind == "earliest":
+            return self.log_starts(tps)
+        if spec.kind == "latest":
+            return self.ends(tps)
+        if spec.kind == "offsets":
+            topics = {t for t, _ in tps}
+            extra = sorted(set(spec.per_topic) - topics)
+            if extra:
+                raise ConfigError(f"option {name} names topic(s) {', '.join(extra)} that the query does not read")
+            unknown = [(t, p) for t, ps in spec.per_topic.items() for p in ps if (t, p) not in set(tps)]
+            if unknown:
+                raise ConfigError(f"option {name} names partitions that do not exist: {unknown[:5]}")
+            want = {tp: spec.per_topic.get(tp[0], {}).get(tp[1], EARLIEST) for tp in tps}
+            lows = self.log_starts([tp for tp, o in want.items() if o == EARLIEST])
+            highs = self.ends([tp for tp, o in want.items() if o == LATEST])
+            return {tp: lows[tp] if o == EARLIEST else highs[tp] if o == LATEST else o for tp, o in want.items()}
+        # timestamps
+        if spec.kind == "timestamp":
+            wanted = {tp: int(spec.timestamp or 0) for tp in tps}
+        else:
+            wanted = {tp: spec.per_topic.get(tp[0], {}).get(tp[1], EARLIEST) for tp in tps}
+        special = {tp: v for tp, v in wanted.items() if v in (EARLIEST, LATEST)}
+        found = self.for_times({tp: v for tp, v in wanted.items() if tp not in special})
+        out: Dict[TP, int] = {}
+        ends = self.ends(tps)
+        lows = self.log_starts([tp for tp, v in special.items() if v == EARLIEST])
+        for tp in tps:
+            if tp in special:
+                out[tp] = lows[tp] if special[tp] == EARLIEST else ends[tp]
+            elif found.get(tp, -1) >= 0:
+                out[tp] = found[tp]
+            elif name.startswith("ending") or opts.by_timestamp_strategy == "latest":
+                out[tp] = ends[tp]
+            else:
+                raise ConfigError(
+                    f"option {name}: no record of {tp[0]}[{tp[1]}] has a timestamp >= {wanted[tp]}; set "
+                    "startingOffsetsByTimestampStrategy=latest to start at the end instead"
+                )
+        return out
+
+    def close(self) -> None:
+        for closer in (self.follower.close, self.offsets.close):
+            try:
+                closer()
+            except Exception:  # pragma: no cover - best effort
+                pass
+        if self._ts_consumer is not None:
+            try:
+                self._ts_consumer.close()
+            except Exception:  # pragma: no cover
+                pass
+            self._ts_consumer = None
+
+
+def _plan_partitions(opts: SourceOptions, ranges: Mapping[TP, Tuple[int, int]]) -> List["KafkaInputPartition"]:
+    """One input partition per non-empty range, split by maxRecordsPerPartition
+    and minPartitions like the built-in source."""
+    sizes = {tp: e - s for tp, (s, e) in ranges.items() if e > s}
+    total = sum(sizes.values())
+    out: List[KafkaInputPartition] = []
+    for tp in sorted(sizes):
+        s, e = ranges[tp]
+        pieces = 1
+        if opts.max_records_per_partition:
+            pieces = max(pieces, math.ceil(sizes[tp] / opts.max_records_per_partition))
+        if opts.min_partitions and len(sizes) < opts.min_partitions:
+            pieces = max(pieces, math.ceil(opts.min_partitions * sizes[tp] / total))
+        for lo, hi in split_range(s, e, pieces):
+            out.append(KafkaInputPartition(KafkaRange(tp[0], tp[1], lo, hi)))
+    return out
+
+
+class KafkaInputPartition(InputPartition):
+    """One Spark task: ``[start, end)`` of one topic partition."""
+
+    def __init__(self, rng: KafkaRange) -> None:
+        super().__init__(rng)
+        self.range = rng
+
+
+class _Reading:
+    """``read()`` shared by the stream and batch readers (executor side)."""
+
+    opts: SourceOptions
+    schema: StructType
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        rng = getattr(partition, "range", None)
+        if not isinstance(rng, KafkaRange):
+            return iter(())  # Spark's placeholder partition of an empty batch read
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return read_range(
+            self.opts.conn,
+            rng,
+            to_arrow_schema(self.schema, timezone="UTC"),
+            include_headers=self.opts.include_headers,
+            fail_on_data_loss=self.opts.fail_on_data_loss,
+            poll_timeout_ms=self.opts.poll_timeout_ms,
+        )
+
+
+class KafkaOrderedStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch planning with ordering gates (see the module docstring)."""
+
+    def __init__(self, opts: SourceOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self._rt: Optional[_Runtime] = None
+        self._new_starts: Dict[TP, int] = {}
+        self._target: Optional[Dict[TP, int]] = None
+        self._last_latest: Optional[Dict[TP, int]] = None
+        self._last_batch = time.monotonic()
+        self._committed: Optional[Dict[TP, int]] = None
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_rt"] = None
+        return state
+
+    def _runtime(self) -> _Runtime:
+        if self._rt is None:
+            self._rt = _Runtime(self.opts)
+        return self._rt
+
+    # -- Spark API
+
+    def initialOffset(self) -> dict:
+        rt = self._runtime()
+        tps = rt.partitions()
+        return to_json(rt.resolve(self.opts.starting, tps, "startingOffsets"))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets is not None:
+            return ReadMaxRows(self.opts.max_offsets)
+        if self.opts.min_offsets is not None:
+            return ReadMinRows(self.opts.min_offsets)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        rt = self._runtime()
+        self._target = rt.ends(rt.partitions())
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        rt = self._runtime()
+        opts = self.opts
+        begin = from_json(start)
+        tps = rt.partitions()
+        # Freshness: data end offsets first, then the layout log.
+        latest = rt.ends(tps)
+        topics = sorted({t for t, _ in tps})
+        gates = rt.gates(topics) if opts.gating else {}
+        self._last_latest = latest
+
+        new = [tp for tp in tps if tp not in begin and tp not in self._new_starts]
+        if new:
+            # New partitions (and topics) start at the log start, never at latest.
+            self._new_starts.update(rt.log_starts(new))
+        cur = {tp: begin[tp] if tp in begin else self._new_starts[tp] for tp in tps}
+
+        for tp in tps:
+            if latest[tp] < cur[tp]:
+                if opts.fail_on_data_loss:
+                    raise DataLossError(
+                        f"{tp[0]}[{tp[1]}] end offset {latest[tp]} is below the query's offset {cur[tp]}: the "
+                        "topic was recreated or truncated. Set failOnDataLoss=false to continue from its end."
+                    )
+                cur[tp] = latest[tp]
+
+        # Processed offsets for the gates: a source's log start counts as
+        # processed (deleted records can never be delivered).
+        planning = dict(cur)
+        pending = pending_sources(gates, planning)
+        if pending:
+            for tp, low in rt.log_starts(sorted(pending)).items():
+                if low > planning[tp]:
+                    planning[tp] = low
+        ends = gated_ends(gates, planning, latest)
+
+        if self._target is not None:
+            target = extend_target(self._target, latest, gates)
+            ends = {tp: max(planning[tp], min(e, target.get(tp, planning[tp]))) for tp, e in ends.items()}
+
+        if not isinstance(limit, ReadAllAvailable):
+            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else opts.max_offsets
+            min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else opts.min_offsets
+            if min_rows is not None and self._target is None:
+                waited_ms = (time.monotonic() - self._last_batch) * 1000
+                if available(planning, ends) < min_rows and waited_ms < opts.max_trigger_delay_ms:
+                    return start
+            if max_rows is not None:
+                ends = rate_limit(planning, ends, max_rows)
+
+        # Partitions that left the metadata (topic deleted) keep their offsets.
+        for tp, o in begin.items():
+            ends.setdefault(tp, o)
+        out = to_json(ends)
+        if out != start:
+            self._last_batch = time.monotonic()
+        return out
+
+    def reportLatestOffset(self) -> Optional[dict]:
+        return to_json(self._last_latest) if self._last_latest is not None else None
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin, stop = from_json(start), from_json(end)
+        missing = [tp for tp in stop if tp not in begin and tp not in self._new_starts]
+        if missing:  # a restarted query replaying a batch that added partitions
+            self._new_starts.update(self._runtime().log_starts(missing))
+        ranges: Dict[TP, Tuple[int, int]] = {}
+        for tp, e in stop.items():
+            s = begin[tp] if tp in begin else self._new_starts[tp]
+            if e < s:
+                if self.opts.fail_on_data_loss:
+                    raise DataLossError(f"{tp[0]}[{tp[1]}]: batch end {e} is below its start {s}")
+                continue
+            ranges[tp] = (s, e)
+        return _plan_partitions(self.opts, ranges)
+
+    def commit(self, end: dict) -> None:
+        # Spark has processed everything up to ``end``; planning relies on the
+        # start offsets Spark hands to latestOffset, which never pass this.
+        self._committed = from_json(end)
+        for tp in self._committed:
+            self._new_starts.pop(tp, None)
+
+    def stop(self) -> None:
+        rt, self._rt = self._rt, None
+        if rt is not None:
+            rt.close()
+
+
+class KafkaOrderedBatchReader(_Reading, DataSourceReader):
+    """``spark.read.format("kafka_ordered")``: ``[startingOffsets, endingOffsets)``
+    of every partition in one batch (no gates: a single batch has no order
+    between partitions to protect)."""
+
+    def __init__(self, opts: SourceOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        rt = _Runtime(self.opts)
+        try:
+            tps = rt.partitions()
+            begin = rt.resolve(self.opts.starting, tps, "startingOffsets")
+            assert self.opts.ending is not None
+            stop = rt.resolve(self.opts.ending, tps, "endingOffsets")
+        finally:
+            rt.close()
+        ranges: Dict[TP, Tuple[int, int]] = {}
+        for tp in tps:
+            s, e = begin[tp], stop[tp]
+            if e < s:
+                raise ConfigError(
+                    f"{tp[0]}[{tp[1]}]: endingOffsets {e} is before startingOffsets {s}"
+                )
+            ranges[tp] = (s, e)
+        return _plan_partitions(self.opts, ranges)
