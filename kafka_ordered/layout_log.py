@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from types import TracebackType
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
@@ -233,7 +233,7 @@ class LayoutFollower:
         self._admin = new_admin(self._conn)
         self._tp = TopicPartition(topic, 0)
         self._lock = threading.Lock()
-        self._changed = threading.Condition()
+        self._listeners: List[Callable[[], None]] = []
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
@@ -310,8 +310,8 @@ class LayoutFollower:
                 end = fetched_end
             self.fresh_as_of = began
         if self.history.version != before:
-            with self._changed:
-                self._changed.notify_all()
+            for listener in list(self._listeners):
+                listener()
 
     def _bounds(self, timeout: float, earliest: bool) -> Tuple[int, int]:
         """(log start or 0, log end) of the layout log. Asked on the admin
@@ -340,10 +340,10 @@ class LayoutFollower:
         before now (the consumers' freshness rule)."""
         return time.monotonic() - self.fresh_as_of < seconds
 
-    def wait_for_change(self, version: int, timeout: float) -> bool:
-        """Block until the history version differs from ``version`` (True) or timeout."""
-        with self._changed:
-            return self._changed.wait_for(lambda: self.history.version != version, timeout)
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` (on the thread that read them) after new records
+        were applied to the history."""
+        self._listeners.append(listener)
 
     def close(self) -> None:
         self._stop.set()

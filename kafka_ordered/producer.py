@@ -113,8 +113,13 @@ class _RegisteringProducer:
         self._seen_version = -1
         self._history = self._follower.history
         self._lock = threading.RLock()
+        # Guards only the per-record path's check-and-enqueue; taken (inside
+        # _lock) wherever a topic stops being ready, so no record computed
+        # under the old layout is enqueued after that.
+        self._fast = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self.registrations: List[RegistrationRecord] = []
+        self._follower.add_listener(self._refresh_states)
 
     @property
     def history(self) -> LayoutHistory:
@@ -131,7 +136,8 @@ class _RegisteringProducer:
                 if st is None:
                     self._states[t] = _TopicState()
                 elif st.ready and self._needs_switch(t, st):
-                    st.ready = False
+                    with self._fast:
+                        st.ready = False
             self._seen_version = version
 
     def _state(self, topic: str) -> Optional[_TopicState]:
@@ -170,7 +176,8 @@ class _RegisteringProducer:
                 st.ready = True
                 return self._send_now(topic, st.fn(key), item)  # type: ignore[misc]
             st.busy = True
-            st.ready = False
+            with self._fast:
+                st.ready = False
             st.buffer.append((key, item))
         self._switch(topic, st)
         return self._buffered(item)
@@ -367,13 +374,17 @@ class OrderedProducer(_RegisteringProducer):
                 headers: Any = None, *, callback: Optional[Callable[..., None]] = None) -> None:
         """Same as ``confluent_kafka.Producer.produce``; see the class docstring."""
         st = self._states.get(topic)
-        if (st is not None and st.ready and key.__class__ is bytes and partition == -1
-                and self._history.version == self._seen_version):
-            # The per-record path: registered, current, nothing buffered.
-            with self._lock:
+        if st is not None and st.ready and key.__class__ is bytes and partition == -1 and not timestamp \
+                and headers is None:
+            # The per-record path: registered, current, nothing buffered. Keyword
+            # arguments cost the C call a microsecond, so none are passed here.
+            cb = on_delivery or callback
+            with self._fast:
                 if st.ready:
-                    self._raw_produce(topic, value, key, st.fn(key), on_delivery or callback,  # type: ignore[misc]
-                                      timestamp=timestamp, headers=headers)
+                    if cb is None:
+                        self._raw_produce(topic, value, key, st.fn(key))  # type: ignore[misc]
+                    else:
+                        self._raw_produce(topic, value, key, st.fn(key), cb)  # type: ignore[misc]
                     return
         self._produce_slow(topic, value, key, partition, on_delivery or callback, timestamp, headers)
 
