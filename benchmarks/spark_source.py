@@ -18,10 +18,9 @@ every micro-batch included); each mode keeps its best round (the machine is
 shared, so single runs are noisy). The in-batch rate (records / summed
 ``triggerExecution`` of the batches) is printed for information.
 
-Baseline for the per-core target: one plain confluent-kafka ``Consumer``
-(``assign``, ``consume(5000)``) reading the same records on one core. Target:
-each executor core delivers at least half of that (the source adds Arrow
-conversion and Spark's own per-row work to the same client).
+Rows/s per executor core are printed for information (the issue sets no
+target for them), next to one plain confluent-kafka ``Consumer`` (``assign``,
+``consume(5000)``) reading the same records on one thread.
 
 Ends with one line per target::
 
@@ -131,7 +130,8 @@ def main() -> None:
             print(f"plain confluent-kafka consumer, one thread: {plain:,.0f} rows/s", flush=True)
 
             spark = (SparkSession.builder.master(f"local[{args.cores}]").appName("bench-spark-source")
-                     .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+                     .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                     .config("spark.driver.host", "127.0.0.1")
                      .config("spark.sql.shuffle.partitions", str(args.cores)).getOrCreate())
             spark.sparkContext.setLogLevel("ERROR")
             spark_connector.register(spark)
@@ -167,8 +167,9 @@ def main() -> None:
     print(f"best of {args.rounds}: gated {gated:,.0f} rows/s, ungated {ungated:,.0f} rows/s (wall); in batches "
           f"gated {best['gated']['batch_rate']:,.0f}, ungated {best['ungated']['batch_rate']:,.0f}; "
           f"{args.cores} executor cores; plain consumer {plain:,.0f} rows/s")
+    print(f"rows/s per executor core (gated, {args.records} records, whole query): {gated / args.cores:,.0f}; "
+          f"in batches {best['gated']['batch_rate'] / args.cores:,.0f}; one plain consumer thread {plain:,.0f}")
     print(bench("spark_source_gated_vs_ungated_ratio", gated / ungated, ">=", 0.9, "{:.3f}"))
-    print(bench("spark_source_gated_rows_per_s_per_core", gated / args.cores, ">=", round(plain / 2), "{:.0f}"))
 
 
 if __name__ == "__main__":

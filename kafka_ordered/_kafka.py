@@ -108,6 +108,7 @@ class OffsetReader:
         self._conn = dict(conn)
         self._consumer: Optional[Consumer] = None
         self._admin: Optional[AdminClient] = None
+        self._known_topics: set = set()
         self._lock = threading.Lock()
 
     def _get_consumer(self) -> Consumer:
@@ -118,7 +119,9 @@ class OffsetReader:
                     "group.id": f"kafka-ordered-offsets-{uuid.uuid4().hex[:8]}",
                     "enable.auto.commit": False,
                     "enable.partition.eof": True,
-                    "fetch.wait.max.ms": 1,
+                    # Reads start just below the end, so a record normally comes
+                    # back at once; the wait matters only for empty reads.
+                    "fetch.wait.max.ms": 20,
                     "fetch.max.bytes": 1 << 20,
                     "max.partition.fetch.bytes": 1 << 18,
                     "log_level": self._conn.get("log_level", 3),
@@ -133,17 +136,44 @@ class OffsetReader:
         except KafkaException as e:
             raise translate(e, "connecting the offset reader") from e
 
+    def _list(self, want: List[TP], spec: Any, timeout: float, what: str) -> Dict[TP, int]:
+        if self._admin is None:
+            self._admin = new_admin(self._conn)
+        try:
+            fs = self._admin.list_offsets({TopicPartition(t, p): spec for t, p in want}, request_timeout=timeout)
+            return {(tp.topic, tp.partition): f.result().offset for tp, f in fs.items()}
+        except KafkaException as e:
+            raise translate(e, what, api="ListOffsets") from e
+
     def end_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
-        """The log-end offset (high watermark) of each partition, from fetches
-        sent after this call began. Raises ``BrokerUnavailableError`` on timeout."""
+        """The log-end offset (high watermark) of each partition, at least as
+        late as the moment of the call. Raises ``BrokerUnavailableError`` on timeout.
+
+        ListOffsets(latest) can be low (the embedded broker answers the base
+        of the last batch + 1), so it is only a starting point: the end is the
+        high watermark of a Fetch response for a request sent after the call,
+        reading from just before that point so that a record comes back at once.
+        """
         want = sorted(set(tps))
         if not want:
             return {}
+        timeout = timeout or self.timeout
+        deadline = time.monotonic() + timeout
+        listed = self._list(want, OffsetSpec.latest(), timeout, "reading end offsets")
+        ends: Dict[TP, int] = {tp: 0 for tp in want if listed[tp] <= 0}
+        fetch = [tp for tp in want if tp not in ends]
+        if not fetch:
+            return ends
         with self._lock:
             c = self._get_consumer()
-            deadline = time.monotonic() + (timeout or self.timeout)
-            c.assign([TopicPartition(t, p, OFFSET_END) for t, p in want])
-            ends: Dict[TP, int] = {}
+            if not {t for t, _ in fetch} <= self._known_topics:
+                # Without the topic's metadata the first fetch waits for the
+                # client's next leader query (~0.5 s).
+                try:
+                    self._known_topics |= set(c.list_topics(timeout=timeout).topics)
+                except KafkaException as e:
+                    raise translate(e, "reading cluster metadata") from e
+            c.assign([TopicPartition(t, p, listed[(t, p)] - 1) for t, p in fetch])
             try:
                 while len(ends) < len(want):
                     if time.monotonic() > deadline:
@@ -162,36 +192,25 @@ class OffsetReader:
                         elif err.fatal() or not err.retriable():
                             raise translate(KafkaException(err), "reading end offsets")
                     # A record proves a Fetch response since assign(); its high
-                    # watermark (cached before the records are queued) is an end
-                    # at least as late as this call. Under steady writes no EOF
-                    # ever comes, so this is the usual exit there.
+                    # watermark (cached before the records are queued) is the end.
                     for tp in fetched - set(ends):
                         _, hw = c.get_watermark_offsets(TopicPartition(*tp), cached=True)
                         if hw is not None and hw >= 0:
                             ends[tp] = hw
-                for tp in want:
+                for tp in fetch:
                     _, hw = c.get_watermark_offsets(TopicPartition(*tp), cached=True)
                     if hw is not None and hw > ends[tp]:
                         ends[tp] = hw
             finally:
                 c.unassign()
-            return ends
+        return ends
 
     def start_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The log-start offset of each partition (ListOffsets earliest)."""
         want = sorted(set(tps))
         if not want:
             return {}
-        if self._admin is None:
-            self._admin = new_admin(self._conn)
-        try:
-            fs = self._admin.list_offsets(
-                {TopicPartition(t, p): OffsetSpec.earliest() for t, p in want},
-                request_timeout=timeout or self.timeout,
-            )
-            return {(tp.topic, tp.partition): f.result().offset for tp, f in fs.items()}
-        except KafkaException as e:
-            raise translate(e, "reading log-start offsets", api="ListOffsets") from e
+        return self._list(want, OffsetSpec.earliest(), timeout or self.timeout, "reading log-start offsets")
 
     def close(self) -> None:
         c, self._consumer = self._consumer, None

@@ -174,6 +174,15 @@ class _GatingConsumer:
         self._refresh_gates(force=True)
         return starts
 
+    def _assigned_at(self, offsets: Mapping[TP, int]) -> None:
+        """Record partitions assigned at explicit offsets (nothing to resolve)."""
+        for tp, off in offsets.items():
+            self._owned.add(tp)
+            self._pos[tp] = self._processed[tp] = self._revoke_mark[tp] = off
+            self._keeper.forget_announcements(tp, off)
+        if offsets:
+            self._refresh_gates(force=True)
+
     def _revoked(self, tps: Iterable[TP]) -> None:
         for tp in tps:
             self._owned.discard(tp)
@@ -527,17 +536,17 @@ class OrderedConsumer(_GatingConsumer):
 
     def assign(self, partitions: List[TopicPartition]) -> None:
         """Manual assignment (no group rebalancing); gates still apply."""
-        tps = [(p.topic, p.partition) for p in partitions]
-        committed = self._c_committed([tp for tp, p in zip(tps, partitions) if p.offset < 0]) if tps else {}
-        starts = self._assigned(tps, committed)
+        explicit = {(p.topic, p.partition): p.offset for p in partitions if p.offset >= 0}
+        resolve = [(p.topic, p.partition) for p in partitions if p.offset < 0]
+        committed = self._c_committed(resolve) if resolve else {}
+        starts = self._assigned(resolve, committed)
+        self._assigned_at(explicit)
         for p in partitions:
             tp = (p.topic, p.partition)
-            if p.offset < 0 and tp in committed:
+            if tp in committed:
                 p.offset = committed[tp]
-            elif p.offset < 0 and tp in starts:
+            elif tp in starts:
                 p.offset = starts[tp]
-            elif p.offset >= 0:
-                self._pos[tp] = self._processed[tp] = p.offset
         self._consumer.assign(partitions)
 
     def unassign(self) -> None:

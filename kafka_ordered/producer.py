@@ -117,6 +117,7 @@ class _RegisteringProducer:
         # _lock) wherever a topic stops being ready, so no record computed
         # under the old layout is enqueued after that.
         self._fast = threading.Lock()
+        self._fast_acquire, self._fast_release = self._fast.acquire, self._fast.release
         self._idle = threading.Condition(self._lock)
         self.registrations: List[RegistrationRecord] = []
         self._follower.add_listener(self._refresh_states)
@@ -379,13 +380,16 @@ class OrderedProducer(_RegisteringProducer):
             # The per-record path: registered, current, nothing buffered. Keyword
             # arguments cost the C call a microsecond, so none are passed here.
             cb = on_delivery or callback
-            with self._fast:
+            self._fast_acquire()  # cheaper than ``with`` (about half, measured)
+            try:
                 if st.ready:
                     if cb is None:
                         self._raw_produce(topic, value, key, st.fn(key))  # type: ignore[misc]
                     else:
                         self._raw_produce(topic, value, key, st.fn(key), cb)  # type: ignore[misc]
                     return
+            finally:
+                self._fast_release()
         self._produce_slow(topic, value, key, partition, on_delivery or callback, timestamp, headers)
 
     def _produce_slow(self, topic: str, value: Any, key: Any, partition: Optional[int],
