@@ -131,6 +131,11 @@ class EmbeddedBroker:
         return f"{self.host}:{self.port}"
 
     @property
+    def running(self) -> bool:
+        """Whether the broker process this instance started is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
     def pid(self) -> Optional[int]:
         return self._proc.pid if self._proc is not None else None
 

@@ -302,7 +302,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         try:
             while not stop["now"]:
                 time.sleep(0.2)
-                if broker._proc is None or broker._proc.poll() is not None:
+                if not broker.running:
                     print("broker exited", file=sys.stderr)
                     return 1
         except KeyboardInterrupt:

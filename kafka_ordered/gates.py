@@ -209,19 +209,6 @@ class GateKeeper:
             if not starts:
                 del self._opened[tp]
 
-    def drop_before(self, tp: TP, offset: int) -> None:
-        """Forget closed gates of ``tp`` that start before ``offset``: the group
-        already delivered past them."""
-        gs = self._closed.get(tp)
-        self._sources = None
-        if gs:
-            keep = [g for g in gs if g.start >= offset]
-            if keep:
-                self._closed[tp] = keep
-            else:
-                del self._closed[tp]
-        self.forget_announcements(tp, offset)
-
     def crossed(self, tp: TP, before: int, after: int) -> bool:
         """Whether moving source ``tp``'s processed offset from ``before`` to
         ``after`` reaches the wait offset of some gate (open or closed)."""

@@ -308,27 +308,6 @@ def test_keeper_forget_announcements_past_all() -> None:
     assert k.watched() == frozenset()
 
 
-def test_keeper_drop_before() -> None:
-    k = GateKeeper()
-    k.add_gates([gate(4, 5, {0: 1}, 1), gate(4, 10, {1: 1}, 2), gate(4, 20, {2: 1}, 3)])
-    k.drop_before(tp(4), 10)  # the start-5 gate is dropped, start 10 (== offset) kept
-    assert k.limit(tp(4)) == 10
-    assert k.sources() == frozenset({tp(1), tp(2)})
-    k.drop_before(tp(4), 21)
-    assert k.limit(tp(4)) is None
-    assert k.closed_partitions() == []
-    k.drop_before(tp(7), 3)  # unknown partition: no-op
-
-
-def test_keeper_drop_before_forgets_announcements() -> None:
-    k = GateKeeper()
-    k.add_gates([gate(4, 5, {0: 1}, 1), gate(4, 30, {1: 1}, 2)])
-    k.update({tp(0): 1})
-    k.drop_before(tp(4), 6)
-    assert not k.announce(tp(4), 6)
-    assert k.limit(tp(4)) == 30
-
-
 def test_keeper_crossed() -> None:
     k = GateKeeper()
     k.add_gates([gate(4, 5, {0: 10}, 1), gate(5, 5, {0: 20, 1: 3}, 2)])
