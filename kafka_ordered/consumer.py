@@ -480,16 +480,23 @@ class OrderedConsumer(_GatingConsumer):
         self._subscribed = {t for t in topics if not t.startswith("^")}
         self._consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
 
-    def _on_assign(self, consumer: Consumer, partitions: List[TopicPartition]) -> None:
-        tps = [(p.topic, p.partition) for p in partitions]
-        committed = self._c_committed(tps) if tps else {}
-        starts = self._assigned(tps, committed)
+    def _start_positions(self, partitions: List[TopicPartition]) -> None:
+        """Record an assignment and set the start of each partition given
+        without an offset: the group's commit, else the resolved start."""
+        explicit = {(p.topic, p.partition): p.offset for p in partitions if p.offset >= 0}
+        resolve = [(p.topic, p.partition) for p in partitions if p.offset < 0]
+        committed = self._c_committed(resolve) if resolve else {}
+        starts = self._assigned(resolve, committed)
+        self._assigned_at(explicit)
         for p in partitions:
             tp = (p.topic, p.partition)
             if tp in committed:
                 p.offset = committed[tp]
             elif tp in starts:
                 p.offset = starts[tp]
+
+    def _on_assign(self, consumer: Consumer, partitions: List[TopicPartition]) -> None:
+        self._start_positions(partitions)
         cb = self._user_cbs.get("assign")
         if cb is not None:
             cb(self, partitions)
@@ -536,17 +543,7 @@ class OrderedConsumer(_GatingConsumer):
 
     def assign(self, partitions: List[TopicPartition]) -> None:
         """Manual assignment (no group rebalancing); gates still apply."""
-        explicit = {(p.topic, p.partition): p.offset for p in partitions if p.offset >= 0}
-        resolve = [(p.topic, p.partition) for p in partitions if p.offset < 0]
-        committed = self._c_committed(resolve) if resolve else {}
-        starts = self._assigned(resolve, committed)
-        self._assigned_at(explicit)
-        for p in partitions:
-            tp = (p.topic, p.partition)
-            if tp in committed:
-                p.offset = committed[tp]
-            elif tp in starts:
-                p.offset = starts[tp]
+        self._start_positions(partitions)
         self._consumer.assign(partitions)
 
     def unassign(self) -> None:

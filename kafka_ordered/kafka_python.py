@@ -34,7 +34,7 @@ from .errors import ConfigError, PartitionOverrideError
 from .gates import TP
 from .layout import _as_bytes
 from .listener import PartitionKeyRebalanceListener
-from .producer import PRODUCER_OPTIONS, _RegisteringProducer
+from .producer import PRODUCER_OPTIONS, _forced, _RegisteringProducer
 
 __all__ = ["OrderedKafkaProducer", "OrderedKafkaConsumer", "BufferedRecordFuture", "OrderedAssignor"]
 
@@ -53,15 +53,6 @@ def _dotted(configs: Mapping[str, Any]) -> Dict[str, Any]:
         elif key not in out:
             out[key] = value
     return out
-
-
-def _force(conf: Dict[str, Any], key: str, value: Any, ok: Tuple[Any, ...]) -> None:
-    if key in conf and conf[key] not in ok:
-        raise ConfigError(
-            f"{key}={conf[key]!r} is not allowed for an ordered producer: ordering across layout "
-            f"changes needs {key}={value!r}"
-        )
-    conf[key] = value
 
 
 def _serializer(s: Any) -> Optional[Serializer]:
@@ -147,8 +138,8 @@ class OrderedKafkaProducer(_RegisteringProducer):
 
     def __init__(self, **configs: Any) -> None:
         opts, conf = split_config(_dotted(configs), PRODUCER_OPTIONS, "OrderedKafkaProducer")
-        _force(conf, "acks", "all", ("all", -1, "-1"))
-        _force(conf, "enable_idempotence", True, (True,))
+        _forced(conf, "acks", "all", ("all", -1, "-1"))
+        _forced(conf, "enable_idempotence", True, (True,))
         self._key_serializer = _serializer(conf.pop("key_serializer", None))
         self._value_serializer = _serializer(conf.pop("value_serializer", None))
         self._closed = False
