@@ -147,6 +147,17 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     return 0
 
 
+def _election_status(elections: Any, done: str) -> int:
+    """Exit status after a change that elected leaders: 1 (with the reason on
+    stderr) when any election failed, else 0."""
+    failed = _failed_elections(elections)
+    if failed:
+        print(f"error: {done}, but electing preferred leaders failed for partitions {', '.join(failed)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_expand(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         res = admin.expand_with_report(args.topic, args.partitions, elect_leaders=args.elect_leaders, **_placement(args))
@@ -163,12 +174,7 @@ def cmd_expand(args: argparse.Namespace) -> int:
         return "\n".join(lines)
 
     _emit(args, data, human)
-    failed = _failed_elections(full["elections"])
-    if failed:
-        print(f"error: {args.topic} was expanded, but electing preferred leaders failed for partitions "
-              f"{', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    return _election_status(full["elections"], f"{args.topic} was expanded")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -210,12 +216,7 @@ def cmd_heal(args: argparse.Namespace) -> int:
         return "\n".join(lines)
 
     _emit(args, data, human)
-    failed = _failed_elections(data["elections"])
-    if failed:
-        print(f"error: replicas were reassigned, but electing preferred leaders failed for partitions "
-              f"{', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    return _election_status(data["elections"], "replicas were reassigned")
 
 
 def cmd_elect_leaders(args: argparse.Namespace) -> int:
