@@ -43,7 +43,7 @@ from _common import bench, broker
 from confluent_kafka import Consumer, TopicPartition
 
 from kafka_ordered.admin import LayoutAdmin
-from kafka_ordered.producer import OrderedProducer
+from kafka_ordered import OrderedProducer
 
 
 def fill(bootstrap: str, layout_topic: str, topic: str, records: int) -> int:

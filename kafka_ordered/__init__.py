@@ -17,7 +17,7 @@ from .admin import (
     TopicDescription,
 )
 from .broker import FAST_GROUP_CONFIG, FAST_GROUP_CONFIG_KAFKA_PYTHON, EmbeddedBroker
-from .consumer import OrderedConsumer
+from .confluent import OrderedConsumer, OrderedProducer
 from .errors import (
     BrokerUnavailableError,
     ConcurrentLayoutChangeError,
@@ -47,7 +47,6 @@ from .listener import PartitionKeyRebalanceListener
 from .oracle import OrderingOracle
 from .partitioner import LinearHashPartitioner
 from .placement import HealPlan, PlacementPlan, assign_replicas, plan_heal, plan_partitions, rack_alternated_brokers
-from .producer import OrderedProducer
 
 __version__ = "0.1.0"
 

@@ -10,6 +10,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from .config import internal_config
 from .errors import (
     BrokerUnavailableError,
     KafkaOrderedError,
@@ -65,7 +66,9 @@ def translate(e: BaseException, what: str, *, api: Optional[str] = None) -> Kafk
 
 
 def new_admin(conn: Mapping[str, Any]) -> AdminClient:
-    return AdminClient({**conn, "log_level": conn.get("log_level", 3)})
+    """An internal AdminClient for the application's config ``conn``."""
+    conf = internal_config(conn, "producer")
+    return AdminClient({**conf, "log_level": conf.get("log_level", 3)})
 
 
 def partition_count(admin: AdminClient, topic: str, timeout: float) -> int:
@@ -115,7 +118,7 @@ class OffsetReader:
         if self._consumer is None:
             self._consumer = Consumer(
                 {
-                    **self._conn,
+                    **internal_config(self._conn, "consumer"),
                     "group.id": f"kafka-ordered-offsets-{uuid.uuid4().hex[:8]}",
                     "enable.auto.commit": False,
                     "enable.partition.eof": True,

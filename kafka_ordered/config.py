@@ -8,12 +8,27 @@ is a :class:`ConfigError` (typos must not silently disable ordering).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Literal, Mapping, Optional, Tuple
 
 from .errors import ConfigError
 
-__all__ = ["OPTIONS", "DEFAULT_LAYOUT_TOPIC", "split_config", "connection_config", "kafka_python_connection_config"]
+__all__ = [
+    "OPTIONS",
+    "DEFAULT_LAYOUT_TOPIC",
+    "CONSUMER_OPTIONS",
+    "PRODUCER_OPTIONS",
+    "split_config",
+    "client_config",
+    "internal_config",
+    "connection_config",
+    "connection_identity",
+    "kafka_python_connection_config",
+    "librdkafka_logger",
+    "truthy",
+    "forced",
+]
 
 DEFAULT_LAYOUT_TOPIC = "_kafka_ordered"
 
@@ -115,27 +130,122 @@ def split_config(
     return ours, rest
 
 
-_CONNECTION_PREFIXES = (
-    "bootstrap.servers",
-    "metadata.broker.list",
-    "security.protocol",
-    "sasl.",
-    "ssl.",
-    "ssl_",
-    "socket.",
-    "broker.address.",
-    "client.dns.lookup",
-    "client.id",
-    "oauthbearer_token_refresh_cb",
-    "error_cb",
-    "logger",
+#: ``ordered.*`` keys each wrapper accepts.
+CONSUMER_OPTIONS = (
+    "ordered.layout.topic",
+    "ordered.layout.corrupt.policy",
+    "ordered.follower.poll.interval.ms",
+    "ordered.registration.settle.ms",
+    "ordered.commit.interval.ms",
+    "ordered.gating",
+    "ordered.metadata.timeout.ms",
 )
+PRODUCER_OPTIONS = (
+    "ordered.layout.topic",
+    "ordered.layout.corrupt.policy",
+    "ordered.follower.poll.interval.ms",
+    "ordered.producer.id",
+    "ordered.transition.window.ms",
+    "ordered.registration.settle.ms",
+    "ordered.switch.timeout.ms",
+    "ordered.metadata.timeout.ms",
+)
+
+Role = Literal["producer", "consumer"]
+
+# librdkafka properties that apply to one client type only (CONFIGURATION.md,
+# column C/P). Internal clients of the other type do not get them: librdkafka
+# would warn, and some (transactional.id) would change what they do.
+_CONSUMER_ONLY_PREFIXES = ("group.", "fetch.", "queued.", "offset.store.", "auto.commit.", "enable.auto.")
+_CONSUMER_ONLY = frozenset({
+    "session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy", "coordinator.query.interval.ms",
+    "max.poll.interval.ms", "auto.offset.reset", "enable.partition.eof", "check.crcs", "isolation.level",
+    "allow.auto.create.topics", "consume.callback.max.messages", "on_commit", "offset_commit_cb",
+    "rebalance_cb", "max.partition.fetch.bytes", "client.rack",
+})
+_PRODUCER_ONLY_PREFIXES = ("queue.buffering.", "batch.", "compression.", "retry.backoff", "sticky.")
+_PRODUCER_ONLY = frozenset({
+    "transactional.id", "transaction.timeout.ms", "enable.idempotence", "enable.gapless.guarantee",
+    "acks", "request.required.acks", "linger.ms", "message.send.max.retries", "retries", "compression.codec",
+    "compression.type", "compression.level", "on_delivery", "delivery.report.only.error", "dr_cb", "dr_msg_cb",
+    "partitioner", "partitioner_cb", "msg_order_cmp", "message.timeout.ms", "delivery.timeout.ms",
+    "queuing.strategy", "produce.offset.report", "request.timeout.ms", "produce.request.timeout.ms",
+})
+# Per-instance observers of the application's own client: internal clients
+# must not report into them.
+_APPLICATION_ONLY = frozenset({"stats_cb", "statistics.interval.ms"})
+
+
+def _is_consumer_only(key: str) -> bool:
+    return key in _CONSUMER_ONLY or key.startswith(_CONSUMER_ONLY_PREFIXES)
+
+
+def _is_producer_only(key: str) -> bool:
+    return key in _PRODUCER_ONLY or key.startswith(_PRODUCER_ONLY_PREFIXES)
+
+
+def librdkafka_logger(component: str) -> logging.Logger:
+    """The Python logger librdkafka's own log of ``component`` goes to."""
+    return logging.getLogger(f"kafka_ordered.librdkafka.{component}")
+
+
+def client_config(config: Mapping[str, Any], component: str) -> Dict[str, Any]:
+    """The config of an application-facing client: unchanged, except that
+    librdkafka's log goes through Python ``logging`` (logger
+    ``kafka_ordered.librdkafka.<component>``) unless the caller set ``logger``."""
+    out = dict(config)
+    out.setdefault("logger", librdkafka_logger(component))
+    return out
+
+
+def internal_config(config: Mapping[str, Any], role: Role) -> Dict[str, Any]:
+    """The config of an internal client of type ``role`` (layout-log reader
+    or writer, offset reader, admin) made from the application's config:
+    every client-level key passes through (security, OAuth callbacks,
+    sockets, timeouts, ``debug``, ``logger``, ...), minus the keys that only
+    make sense for the other client type and the application's own
+    observers (``stats_cb``). Admin clients take the ``"producer"`` role."""
+    skip = _is_consumer_only if role == "producer" else _is_producer_only
+    out = {k: v for k, v in config.items() if not skip(k) and k not in _APPLICATION_ONLY}
+    if role == "producer":
+        out = {k: v for k, v in out.items() if not (k.startswith("enable.") and k.endswith(".commit"))}
+    out.setdefault("logger", librdkafka_logger("internal"))
+    return out
+
+
+_PER_CLIENT = frozenset({"logger", "client.id", "error_cb", "throttle_cb", "oauth_cb", "log_cb"})
+
+
+def connection_identity(config: Mapping[str, Any]) -> Tuple[Tuple[str, str], ...]:
+    """What decides whether two clients' configs reach the same cluster the
+    same way (addresses, security, sockets): clients of one process with the
+    same identity share one set of internal clients. Role-specific keys and
+    per-client callbacks do not count."""
+    return tuple(sorted(
+        (str(k), repr(v)) for k, v in config.items()
+        if not _is_consumer_only(k) and not _is_producer_only(k) and k not in _APPLICATION_ONLY
+        and k not in _PER_CLIENT and not str(k).startswith("ordered.")
+    ))
 
 
 def connection_config(config: Mapping[str, Any]) -> Dict[str, Any]:
-    """The subset of a librdkafka config that internal clients (layout log,
-    offset reader) need to reach the same cluster: addresses, security, sockets."""
-    return {k: v for k, v in config.items() if k.startswith(_CONNECTION_PREFIXES)}
+    """Deprecated name of :func:`internal_config` for a consumer-type client."""
+    return internal_config(config, "consumer")
+
+
+def truthy(v: Any) -> bool:
+    """A boolean config value given as a bool or a string."""
+    return v if isinstance(v, bool) else str(v).lower() in ("true", "1", "yes")
+
+
+def forced(conf: Dict[str, Any], key: str, value: Any, ok: Tuple[Any, ...]) -> None:
+    """Set ``conf[key] = value``; an explicit other value raises :class:`ConfigError`."""
+    if key in conf and conf[key] not in ok:
+        raise ConfigError(
+            f"{key}={conf[key]!r} is not allowed for an ordered producer: ordering across layout "
+            f"changes needs {key}={value!r}"
+        )
+    conf[key] = value
 
 
 _KAFKA_PYTHON_TO_LIBRDKAFKA = {

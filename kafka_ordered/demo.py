@@ -89,7 +89,7 @@ def _producer_worker(a: argparse.Namespace) -> int:
 
     from . import _hashing
     from .layout_log import LayoutFollower
-    from .producer import OrderedProducer
+    from .confluent import OrderedProducer
 
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -148,7 +148,7 @@ def _producer_worker(a: argparse.Namespace) -> int:
 def _consumer_worker(a: argparse.Namespace) -> int:
     from confluent_kafka import Consumer
 
-    from .consumer import OrderedConsumer
+    from .confluent import OrderedConsumer
 
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))

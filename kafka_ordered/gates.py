@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Literal, Mapping, Optional, Sequence, Set, Tuple
 
 from .history import Gate
+from .layout import Layout
 
 __all__ = [
     "TP",
@@ -27,6 +28,9 @@ __all__ = [
     "pending_waits",
     "plan_end_offsets",
     "processed_offset",
+    "ResetPolicy",
+    "reset_policy",
+    "start_position",
     "GateStatus",
     "GateKeeper",
 ]
@@ -42,6 +46,35 @@ def processed_offset(*candidates: Optional[int]) -> int:
         if c is not None and c > best:
             best = c
     return best
+
+
+ResetPolicy = Literal["earliest", "latest", "error"]
+
+
+def reset_policy(value: Any) -> ResetPolicy:
+    """A client's offset reset setting (librdkafka's ``auto.offset.reset`` or
+    kafka-python's ``auto_offset_reset``, any of their spellings) normalised."""
+    v = str(value).lower()
+    if v in ("smallest", "earliest", "beginning"):
+        return "earliest"
+    if v in ("largest", "latest", "end"):
+        return "latest"
+    return "error"
+
+
+def start_position(layout: Optional[Layout], partition: int, reset: ResetPolicy) -> Optional[ResetPolicy]:
+    """Where a member starts a partition the group has no committed offset for.
+
+    ``None`` for an unmanaged topic (the client's own reset applies). A
+    partition that became undeleted after the topic was managed starts at its
+    log start whatever ``reset`` says: records written there before this
+    member's metadata refresh must not be skipped. The others follow ``reset``.
+    """
+    if layout is None:
+        return None
+    if partition >= layout.initial_partitions:
+        return "earliest"
+    return reset
 
 
 def gate_open(gate: Gate, processed: Mapping[int, int]) -> bool:

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from ._kafka import new_admin, partition_count, translate
-from .config import DEFAULT_LAYOUT_TOPIC
+from .config import DEFAULT_LAYOUT_TOPIC, internal_config
 from .errors import (
     BrokerUnavailableError,
     KafkaOrderedError,
@@ -134,7 +134,7 @@ class LayoutLog:
         if self._producer is None:
             self._producer = Producer(
                 {
-                    **self._conn,
+                    **internal_config(self._conn, "producer"),
                     "acks": "all",
                     "enable.idempotence": True,
                     "linger.ms": 0,
@@ -245,7 +245,7 @@ class LayoutFollower:
         LayoutLog(self._conn, self.topic, timeout=self.timeout).ensure(create=self.create)
         self._consumer = Consumer(
             {
-                **self._conn,
+                **internal_config(self._conn, "consumer"),
                 "group.id": f"kafka-ordered-follower-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
                 # Long polls answer as soon as a record arrives; a short wait
@@ -344,6 +344,13 @@ class LayoutFollower:
         """Call ``listener()`` (on the thread that read them) after new records
         were applied to the history."""
         self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[], None]) -> None:
+        """Stop calling ``listener`` (no error when it was not added)."""
+        try:
+            self._listeners.remove(listener)
+        except ValueError:
+            pass
 
     def close(self) -> None:
         self._stop.set()

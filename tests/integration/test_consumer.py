@@ -87,10 +87,8 @@ def test_listener_hand_off_between_members(
     group = unique("g")
     events: List[Tuple[int, str, str, int]] = []
     owner_q, waiter_p = make_consumer(group), make_consumer(group)
-    owner_q.assign([TopicPartition(topic, 0)])
-    waiter_p.assign([TopicPartition(topic, 1)])
-    # Listeners are set by subscribe() normally; manual assignment uses the attribute.
-    owner_q._listener, waiter_p._listener = Recorder("q", events), Recorder("p", events)
+    owner_q.assign([TopicPartition(topic, 0)], listener=Recorder("q", events))
+    waiter_p.assign([TopicPartition(topic, 1)], listener=Recorder("p", events))
     oracle = _drain({"p": waiter_p, "q": owner_q}, 6 * len(KEYS), events)
     assert oracle.violations == []
 
@@ -229,7 +227,7 @@ def test_partition_held_across_a_rebalance_is_delivered_after_it(
     deadline = time.monotonic() + 2
     while time.monotonic() < deadline:
         got += member.consume(100, 0.05)
-    assert member._held and all(m.partition() == 0 for m in got)
+    assert member.gate_status() and all(m.partition() == 0 for m in got)
     other = make_consumer(group)  # joins: eager rebalance, every partition revoked and reassigned
     other.subscribe([topic])
     deadline = time.monotonic() + 15

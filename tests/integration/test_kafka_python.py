@@ -140,14 +140,15 @@ def test_thresholds_cover_own_writes_and_new_partitions_wait_for_the_registratio
         return inner_send(topic_, **kw)
 
     p.producer.send = spy_send  # type: ignore[method-assign]
-    log_append = p._log.append
+    writer = p._shared.writer  # the process's layout-log writer
+    log_append = writer.append
 
     def spy_append(key: bytes, value: bytes) -> int:
         off = log_append(key, value)
         appends.append((time.monotonic(), off))
         return off
 
-    p._log.append = spy_append  # type: ignore[method-assign]
+    writer.append = spy_append  # type: ignore[method-assign]
 
     def burst(tag: bytes, rounds: int = 5) -> List[Tuple[float, int, int, bytes]]:
         futs = [(k, p.send(topic, key=k, value=tag)) for _ in range(rounds) for k in KEYS]

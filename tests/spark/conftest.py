@@ -99,7 +99,7 @@ class SeqProducers:
     (value ``b"<producer>:<seq>"``) and remembering every acknowledged record."""
 
     def __init__(self, config: Dict[str, Any], topic: str, n: int, keys: List[bytes]) -> None:
-        from kafka_ordered.producer import OrderedProducer
+        from kafka_ordered import OrderedProducer
 
         self.topic = topic
         self.keys = keys

@@ -1,0 +1,119 @@
+"""What the protocol cores need from a Kafka client (no client import here).
+
+The gating consumer core (:mod:`kafka_ordered._gating`) and the registering
+producer core (:mod:`kafka_ordered._registering`) are written against these
+small :class:`typing.Protocol` ports. Each client adapter (confluent-kafka in
+:mod:`kafka_ordered.confluent`, kafka-python in
+:mod:`kafka_ordered.kafka_python`) implements them over its own client, and
+the simulation in :mod:`kafka_ordered.testing` implements them over fakes, so
+every caller runs the same shipped rules.
+
+Partitions are ``(topic, partition)`` tuples throughout.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple
+
+if TYPE_CHECKING:
+    from .history import LayoutHistory
+
+__all__ = ["TP", "ConsumerPort", "ProducerPort", "OffsetsPort", "LayoutView", "LayoutWriter", "LogResources"]
+
+TP = Tuple[str, int]
+
+
+class ConsumerPort(Protocol):
+    """The consumer operations the gating core drives.
+
+    Implementations must not call back into the core. ``positions`` must not
+    block on the network (it also runs inside rebalance callbacks).
+    """
+
+    def pause(self, tps: List[TP]) -> None:
+        """Stop fetching ``tps`` (they stay assigned)."""
+
+    def resume(self, tps: List[TP]) -> None:
+        """Fetch ``tps`` again. Partitions no longer assigned are ignored."""
+
+    def seek(self, tp: TP, offset: int) -> None:
+        """Make ``offset`` the next record fetched from ``tp``."""
+
+    def committed(self, tps: List[TP]) -> Dict[TP, int]:
+        """The group's committed offsets; partitions without one are left out."""
+
+    def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
+        """Commit ``offsets`` for the group; returns the client's own result."""
+
+    def positions(self, tps: List[TP]) -> Dict[TP, int]:
+        """The client's fetch positions; partitions without one are left out."""
+
+    def partitions(self, tps: List[TP]) -> List[Any]:
+        """``tps`` as the client's own partition objects (for listeners)."""
+
+
+class ProducerPort(Protocol):
+    """The producer operations the registering core drives."""
+
+    def send(self, topic: str, partition: Optional[int], item: Any) -> Any:
+        """Enqueue one record (``item`` is whatever the adapter buffered) with
+        an explicit partition (``None``: the client chooses). Raises what the
+        client raises when it refuses the record locally."""
+
+    def flush(self, timeout: float) -> int:
+        """Wait up to ``timeout`` seconds for records in flight; returns how
+        many are still in flight."""
+
+    def failed(self, item: Any, error: BaseException) -> None:
+        """The client refused a buffered record: report ``error`` for it alone
+        (delivery callback or future), never to the records around it."""
+
+
+class OffsetsPort(Protocol):
+    """True log-end and log-start offsets of data partitions."""
+
+    def end_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        """The log-end offset of each partition, at least as late as the call."""
+
+    def start_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        """The log-start offset of each partition."""
+
+
+class LayoutView(Protocol):
+    """A process's view of the layout log (the shared follower)."""
+
+    @property
+    def history(self) -> "LayoutHistory":
+        """The current view; replaced, never rewound."""
+
+    def sync(self, timeout: Optional[float] = None) -> "LayoutHistory":
+        """Catch up with every record appended before the call."""
+
+    def fresh_within(self, seconds: float) -> bool:
+        """Whether the view includes every record appended up to ``seconds`` ago."""
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after new records were applied."""
+
+    def remove_listener(self, listener: Callable[[], None]) -> None:
+        """Stop calling ``listener``."""
+
+
+class LayoutWriter(Protocol):
+    """Appends to the layout log."""
+
+    def append(self, key: bytes, value: bytes) -> int:
+        """Append one record, wait for its acknowledgement; returns its offset."""
+
+
+class LogResources(Protocol):
+    """What the registering core uses of the process's shared layout-log resources."""
+
+    @property
+    def follower(self) -> LayoutView: ...
+
+    @property
+    def offsets(self) -> OffsetsPort: ...
+
+    @property
+    def writer(self) -> LayoutWriter: ...

@@ -1,0 +1,341 @@
+"""The registering producer core, composed over a :class:`~kafka_ordered._ports.ProducerPort`.
+
+One implementation of the producer side of the protocol for every client:
+keyed records follow the topic's current layout, and before the first keyed
+record under a new layout the producer flushes, reads the end offsets of the
+partitions its keys leave (then, separately, of those they enter), appends a
+registration to the layout log and only then sends under the new layout.
+Sends made meanwhile are buffered in order. The decisions (which epoch to
+register from, which gates, whether to append) are in the pure
+:mod:`kafka_ordered.registration`.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import random
+import threading
+import time
+import uuid
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
+
+from ._ports import LogResources, ProducerPort
+from .errors import RegistrationError, SwitchTimeoutError
+from .history import LayoutHistory, encode_registration
+from .layout import Layout
+from .registration import GateSpec, gate_specs, initial_from_epoch, needs_record, own_gates, transition
+
+__all__ = ["RegisteringCore", "RegistrationRecord", "TopicState"]
+
+log = logging.getLogger("kafka_ordered.producer")
+
+
+class TopicState:
+    """Per-topic switching state; changed under the core's lock."""
+
+    __slots__ = ("layout", "fn", "partitions", "busy", "buffer", "ready")
+
+    def __init__(self) -> None:
+        self.layout: Optional[Layout] = None  # the layout sends are partitioned by
+        self.fn: Optional[Callable[[Any], int]] = None
+        self.partitions = 0
+        self.busy = False  # a switch is running
+        self.buffer: Deque[Tuple[Optional[bytes], Any]] = collections.deque()
+        # Keyed sends may go straight out: registered for the current layout,
+        # no switch running, nothing buffered. Changed under the lock only.
+        self.ready = False
+
+
+class RegistrationRecord:
+    """What one registration did (kept for tests and observability)."""
+
+    __slots__ = ("topic", "from_epoch", "epoch", "gates", "offset", "pause_s", "phases")
+
+    def __init__(self, topic: str, from_epoch: int, epoch: int, gates: GateSpec,
+                 offset: Optional[int], pause_s: float, phases: Optional[Dict[str, float]] = None) -> None:
+        self.topic = topic
+        self.from_epoch = from_epoch
+        self.epoch = epoch
+        self.gates = gates
+        self.offset = offset
+        self.pause_s = pause_s
+        self.phases = phases or {}
+
+    def __repr__(self) -> str:
+        phases = ", ".join(f"{k} {v * 1000:.1f}" for k, v in self.phases.items())
+        return (f"RegistrationRecord({self.topic!r}, {self.from_epoch}->{self.epoch}, gates={self.gates}, "
+                f"offset={self.offset}, pause={self.pause_s * 1000:.1f} ms [{phases}])")
+
+
+class _Refused(Exception):
+    """The client refused the record that started this call's switch."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class RegisteringCore:
+    """Layout following and registration for one producer over a client port.
+
+    ``states`` maps every topic seen to its :class:`TopicState` (``None``:
+    unmanaged). The adapter's per-record path may send directly while
+    ``state.ready`` holds, taking :attr:`fast_lock` around its check and
+    enqueue; everything else goes through :meth:`route`.
+    """
+
+    def __init__(self, port: ProducerPort, shared: LogResources, opts: Mapping[str, Any]) -> None:
+        self.port = port
+        self.shared = shared
+        self.follower = shared.follower
+        self.timeout = opts["ordered.metadata.timeout.ms"] / 1000.0
+        self.switch_timeout = opts["ordered.switch.timeout.ms"] / 1000.0
+        self.window_ms: int = opts["ordered.transition.window.ms"]
+        self.settle_override: Optional[int] = opts["ordered.registration.settle.ms"]
+        stable = opts["ordered.producer.id"]
+        self.producer_id: str = stable or f"anon-{uuid.uuid4().hex}"
+        self.stable_id = stable is not None
+        self.states: Dict[str, Optional[TopicState]] = {}
+        self.seen_version = -1
+        self.lock = threading.RLock()
+        # Guards only the per-record path's check-and-enqueue; taken (inside
+        # ``lock``) wherever a topic stops being ready, so no record computed
+        # under the old layout is enqueued after that.
+        self.fast_lock = threading.Lock()
+        self._idle = threading.Condition(self.lock)
+        self.registrations: List[RegistrationRecord] = []
+        #: How a switch is run: :meth:`switch`, or an adapter's wrapper of it
+        #: (kafka-python moves switches started on its sender thread elsewhere).
+        self.run_switch: Callable[[str, TopicState, Any], None] = self.switch
+        self.follower.add_listener(self.refresh_states)
+
+    @property
+    def history(self) -> LayoutHistory:
+        return self.follower.history
+
+    def close(self) -> None:
+        self.follower.remove_listener(self.refresh_states)
+
+    # -- layouts
+
+    def refresh_states(self) -> None:
+        """Track newly managed topics and mark topics whose layout changed."""
+        history = self.follower.history
+        with self.lock:
+            version = history.version
+            for t in history.topics():
+                st = self.states.get(t)
+                if st is None:
+                    self.states[t] = TopicState()
+                elif st.ready and self._needs_switch(t, st):
+                    with self.fast_lock:
+                        st.ready = False
+            self.seen_version = version
+
+    def state(self, topic: str) -> Optional[TopicState]:
+        """The topic's state, or ``None`` when it is not managed."""
+        if self.follower.history.version != self.seen_version:
+            self.refresh_states()
+        try:
+            return self.states[topic]
+        except KeyError:
+            pass
+        # First send to this topic: it may have been put under management a
+        # moment ago, so read the log to its end before calling it unmanaged.
+        self.follower.sync()
+        self.refresh_states()
+        with self.lock:
+            return self.states.setdefault(topic, None)
+
+    def _needs_switch(self, topic: str, st: TopicState) -> bool:
+        cur = self.follower.history.current(topic)
+        return st.layout is None or (cur is not None and cur.epoch != st.layout.epoch)
+
+    def unkeyed_partition(self, topic: str, st: TopicState) -> int:
+        """A random undeleted partition for an unkeyed record."""
+        count = st.partitions or self.follower.history.current(topic).partitions  # type: ignore[union-attr]
+        return random.randrange(count)
+
+    # -- sending
+
+    def route(self, topic: str, st: TopicState, key: Optional[bytes], item: Any) -> Tuple[bool, Any]:
+        """Send ``item`` now under the current layout, or buffer it behind a
+        switch (running the switch on this thread if none is running).
+
+        Returns ``(buffered, result)``: ``result`` is the port's return value
+        when sent at once. Raises what the client raised for this record when
+        it refused it (it is then neither sent nor buffered), or
+        :class:`RegistrationError` when the switch failed (the record stays
+        buffered and is retried by the next send or flush).
+        """
+        with self.lock:
+            if st.busy or st.buffer:
+                st.buffer.append((key, item))
+                return True, None
+            if key is None:
+                return False, self.port.send(topic, self.unkeyed_partition(topic, st), item)
+            if not self._needs_switch(topic, st):
+                st.ready = True
+                return False, self.port.send(topic, st.fn(key), item)  # type: ignore[misc]
+            st.busy = True
+            with self.fast_lock:
+                st.ready = False
+            st.buffer.append((key, item))
+        self.run_switch(topic, st, item)
+        return True, None
+
+    def retry(self, topic: str, st: TopicState) -> bool:
+        """Retry a switch that failed earlier, if records wait behind it and no
+        switch runs; returns whether it ran."""
+        with self.lock:
+            if st.busy or not st.buffer:
+                return False
+            st.busy = True
+        self.run_switch(topic, st, None)
+        return True
+
+    def switch(self, topic: str, st: TopicState, own: Any = None) -> None:
+        """Register for the topic's current layout, then send the buffer under it.
+
+        On failure the buffered records stay buffered, in order, and the next
+        send or flush retries; the error is raised. A buffered record the
+        client refuses fails alone (:meth:`ProducerPort.failed`); when it is
+        ``own`` (the record of the calling send) its error is raised here
+        after the rest of the buffer went out.
+        """
+        began = time.monotonic()
+        deadline = began + self.switch_timeout
+        try:
+            target, record = self._register(topic, st, began, deadline)
+        except BaseException as e:
+            with self.lock:
+                st.busy = False
+                self._idle.notify_all()
+            if isinstance(e, RegistrationError):
+                raise
+            if isinstance(e, Exception):
+                raise RegistrationError(
+                    f"producer {self.producer_id} could not register for {topic}: {e}. "
+                    f"{len(st.buffer)} record(s) stay buffered and are retried by the next send or flush."
+                ) from e
+            raise
+        self.registrations.append(record)
+        with self.lock:
+            st.layout, st.fn, st.partitions = target, target._fn, target.partitions
+            try:
+                refused = self._drain(topic, st, own)
+            finally:
+                st.busy = False
+                st.ready = not self._needs_switch(topic, st)
+                self._idle.notify_all()
+        if refused is not None:
+            raise refused
+
+    def _register(self, topic: str, st: TopicState, began: float,
+                  deadline: float) -> Tuple[Layout, RegistrationRecord]:
+        history = self.follower.history
+        target = history.current(topic)
+        assert target is not None
+        if st.layout is not None:
+            from_epoch = st.layout.epoch
+        else:
+            from_epoch = initial_from_epoch(history, topic, self.producer_id, self.stable_id,
+                                            int(time.time() * 1000), self.window_ms)
+        spec: GateSpec = {}
+        offset: Optional[int] = None
+        phases: Dict[str, float] = {}
+        mark = began
+
+        def phase(name: str) -> None:
+            nonlocal mark
+            now = time.monotonic()
+            phases[name] = now - mark
+            mark = now
+
+        srcs = transition(history, topic, from_epoch, target)
+        if srcs:
+            self._flush_all(deadline)
+            phase("flush")
+            # Waits first, then starts, in separate reads: one sweep can
+            # produce two registrations that wait on each other.
+            offsets = self.shared.offsets
+            waits = offsets.end_offsets({(topic, q) for qs in srcs.values() for q in qs}, self._remaining(deadline))
+            phase("waits")
+            starts = offsets.end_offsets({(topic, p) for p in srcs}, self._remaining(deadline))
+            phase("starts")
+            spec = gate_specs(srcs, {q: w for (_, q), w in waits.items()}, {p: s for (_, p), s in starts.items()},
+                              own_gates(history, topic, self.producer_id))
+        last = history.last_registration(topic, self.producer_id) if self.stable_id else None
+        if needs_record(spec, self.stable_id, last.epoch if last is not None else None, target.epoch):
+            offset = self.shared.writer.append(*encode_registration(
+                topic, self.producer_id, self.stable_id, target.epoch, min(from_epoch, target.epoch), spec))
+            phase("append")
+            if spec:
+                time.sleep(self._settle_s(target))
+                phase("settle")
+        if spec:
+            log.info("producer %s registered for %s epoch %d (from %d) at layout-log offset %s with gates on %s",
+                     self.producer_id, topic, target.epoch, from_epoch, offset, sorted(spec))
+        return target, RegistrationRecord(topic, from_epoch, target.epoch, spec, offset,
+                                          time.monotonic() - began, phases)
+
+    def _settle_s(self, layout: Layout) -> float:
+        ms = layout.settle_ms if self.settle_override is None else max(self.settle_override, layout.settle_ms)
+        return ms / 1000.0
+
+    def _drain(self, topic: str, st: TopicState, own: Any) -> Optional[BaseException]:
+        """Send the buffer in order (lock held; callbacks that send again
+        append to it). Returns the error of ``own`` if the client refused it."""
+        buf = st.buffer
+        refused: Optional[BaseException] = None
+        while buf:
+            key, item = buf[0]
+            partition = st.fn(key) if key is not None else random.randrange(st.partitions)  # type: ignore[misc]
+            try:
+                self.port.send(topic, partition, item)
+            except Exception as e:
+                log.warning("record for %s refused by the client while draining a layout switch: %s", topic, e)
+                if item is own:
+                    refused = e
+                else:
+                    self.port.failed(item, e)
+            buf.popleft()
+        return refused
+
+    def _remaining(self, deadline: float) -> float:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise SwitchTimeoutError(f"layout switch took longer than {self.switch_timeout:.1f} s")
+        return left
+
+    def _flush_all(self, deadline: float) -> None:
+        while self.port.flush(min(1.0, self._remaining(deadline))) > 0:
+            pass
+
+    def finish_switches(self, timeout: Optional[float]) -> None:
+        """Complete pending switches of topics with buffered records (flush/close)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for topic, st in list(self.states.items()):
+            if st is None:
+                continue
+            with self.lock:
+                while st.busy:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return
+                    self._idle.wait(left)
+                if not st.buffer:
+                    continue
+                if not self._needs_switch(topic, st):
+                    try:
+                        refused = self._drain(topic, st, None)
+                    finally:
+                        st.ready = True
+                    assert refused is None
+                    continue
+                st.busy = True
+            self.switch(topic, st)
+
+    def buffered_count(self) -> int:
+        return sum(len(st.buffer) for st in self.states.values() if st is not None)

@@ -1,0 +1,113 @@
+"""kafka-python specifics the adapters need: config spelling, serializers,
+and the few client internals the gating port reads (kafka-python 3.x)."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+from kafka import KafkaConsumer
+from kafka.future import Future
+from kafka.serializer import Serializer
+from kafka.structs import OffsetAndMetadata, TopicPartition
+
+from ..errors import ConfigError
+
+__all__ = ["dotted", "serializer", "resume_discarding_parked", "subscription_positions", "call_listener",
+           "off_loop"]
+
+
+def dotted(configs: Mapping[str, Any]) -> Dict[str, Any]:
+    """Accept ``ordered_x_y=...`` as an alias of ``ordered.x.y``."""
+    out: Dict[str, Any] = {}
+    for key, value in configs.items():
+        if key.startswith("ordered_"):
+            name = key.replace("_", ".")
+            if name in configs and configs[name] != value:
+                raise ConfigError(f"{key}={value!r} conflicts with {name}={configs[name]!r}")
+            out[name] = value
+        elif key not in out:
+            out[key] = value
+    return out
+
+
+def serializer(s: Any) -> Optional[Serializer]:
+    """kafka-python accepts a ``Serializer`` or a plain callable; return a ``Serializer``."""
+    if s is None or isinstance(s, Serializer):
+        return s
+
+    class _Wrapped(Serializer):
+        def serialize(self, topic: str, headers: Any, data: Any) -> Any:
+            return s(data)
+
+    return _Wrapped()
+
+
+def resume_discarding_parked(consumer: KafkaConsumer, partitions: List[TopicPartition]) -> None:
+    """Resume, discarding fetched data the client parked while paused.
+
+    kafka-python 3.0.12 (KAFKA-7548 port) restores parked records only while
+    no exhausted record set is "in line", which after the first fetch is
+    never: a resumed partition would never be fetched again. Parked data is
+    re-fetched from the position instead (also right after a seek, where it
+    is obsolete anyway). Partitions no longer assigned are skipped.
+    """
+    fetcher = getattr(consumer, "_fetcher", None)
+    for attr in ("_paused_partition_records", "_paused_completed_fetches"):
+        parked = getattr(fetcher, attr, None)
+        if isinstance(parked, dict):
+            for tp in partitions:
+                parked.pop(tp, None)
+    assigned = consumer._subscription.assignment
+    live = [tp for tp in partitions if tp in assigned]
+    if live:
+        consumer.resume(*live)
+
+
+def subscription_positions(consumer: KafkaConsumer, tps: List[TopicPartition]) -> Dict[TopicPartition, int]:
+    """Fetch positions from the subscription state, not ``KafkaConsumer.position()``:
+    that one may block on the network, and this also runs in rebalance callbacks."""
+    assignment = consumer._subscription.assignment
+    out: Dict[TopicPartition, int] = {}
+    for tp in tps:
+        state = assignment.get(tp)
+        pos = getattr(state, "position", None) if state is not None else None
+        if pos is not None:
+            out[tp] = pos.offset if isinstance(pos, OffsetAndMetadata) else int(pos)
+    return out
+
+
+async def call_listener(listener: Any, method: str, arg: Any) -> None:
+    """Call a kafka-python rebalance listener method, sync or async."""
+    fn = getattr(listener, method, None)
+    if fn is None:
+        return
+    if inspect.iscoroutinefunction(fn):
+        await fn(arg)
+    else:
+        fn(arg)
+
+
+def off_loop(consumer: KafkaConsumer, fn: Callable[..., Any], *args: Any) -> Future:
+    """Run ``fn`` on a worker thread; the returned future resolves on the
+    consumer's IO loop (so heartbeats go on while ``fn`` blocks)."""
+    fut = Future()
+    net = consumer._net
+
+    def work() -> None:
+        try:
+            value, error = fn(*args), None
+        except BaseException as e:  # re-raised in the awaiting coroutine
+            value, error = None, e
+
+        async def resolve() -> None:
+            if error is None:
+                fut.success(value)
+            else:
+                fut.failure(error)
+
+        net.call_soon_threadsafe(resolve)
+
+    threading.Thread(target=work, name="kafka-ordered-assign", daemon=True).start()
+    return fut

@@ -1,0 +1,473 @@
+"""``OrderedKafkaConsumer``: kafka-python's ``KafkaConsumer`` over the gating core."""
+
+from __future__ import annotations
+
+import logging
+import time
+from types import TracebackType
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Type
+
+from kafka import KafkaConsumer
+from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener, ConsumerRebalanceListener
+from kafka.errors import IllegalStateError
+from kafka.structs import OffsetAndMetadata, TopicPartition
+
+from .. import _log
+from .._gating import GatingCore, GatingOptions
+from .._ports import TP
+from ..assignor import OrderedAssignor, register_layouts, unregister_layouts
+from ..config import CONSUMER_OPTIONS, kafka_python_connection_config, split_config, truthy
+from ..errors import ConfigError
+from ..gates import GateStatus, reset_policy
+from ..history import LayoutHistory
+from ..listener import PartitionKeyRebalanceListener
+from ._compat import call_listener, dotted, off_loop, resume_discarding_parked, subscription_positions
+
+__all__ = ["OrderedKafkaConsumer"]
+
+log = logging.getLogger("kafka_ordered.consumer")
+
+
+class _ConsumerPort:
+    """:class:`~kafka_ordered._ports.ConsumerPort` over a ``KafkaConsumer``."""
+
+    def __init__(self, consumer: KafkaConsumer, timeout: float) -> None:
+        self.consumer = consumer
+        self.timeout = timeout
+        self.coordinator: Any = getattr(consumer, "_coordinator", None)
+        # Inside a rebalance callback commits are collected here and awaited there.
+        self.defer: Optional[Dict[TopicPartition, OffsetAndMetadata]] = None
+        self.commit_cb: Optional[Callable[..., Any]] = None
+
+    def partitions(self, tps: List[TP]) -> List[TopicPartition]:
+        return [TopicPartition(t, p) for t, p in tps]
+
+    def pause(self, tps: List[TP]) -> None:
+        self.consumer.pause(*self.partitions(tps))
+
+    def resume(self, tps: List[TP]) -> None:
+        resume_discarding_parked(self.consumer, self.partitions(tps))
+
+    def seek(self, tp: TP, offset: int) -> None:
+        self.consumer.seek(TopicPartition(*tp), offset)
+
+    def positions(self, tps: List[TP]) -> Dict[TP, int]:
+        return {(tp.topic, tp.partition): off
+                for tp, off in subscription_positions(self.consumer, self.partitions(tps)).items()}
+
+    def committed(self, tps: List[TP]) -> Dict[TP, int]:
+        res = self.coordinator.fetch_committed_offsets(self.partitions(tps), timeout_ms=int(self.timeout * 1000))
+        return {(tp.topic, tp.partition): om.offset for tp, om in res.items() if om is not None and om.offset >= 0}
+
+    def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
+        kp = {TopicPartition(t, p): OffsetAndMetadata(off, "", -1) for (t, p), off in sorted(offsets.items())}
+        if self.defer is not None:
+            self.defer.update(kp)
+            return None
+        if asynchronous:
+            return self.consumer.commit_async(kp, callback=self.commit_cb)
+        return self.consumer.commit(kp)
+
+
+class _Rebalance(AsyncConsumerRebalanceListener):
+    """Runs on kafka-python's IO loop: our bookkeeping around the user's listener."""
+
+    def __init__(self, owner: "OrderedKafkaConsumer", user: Any) -> None:
+        self.owner = owner
+        self.user = user
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        try:
+            await call_listener(self.user, "on_partitions_revoked", revoked)
+        finally:
+            await self.owner._on_revoked(revoked, lost=False)
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        await self.owner._on_assigned(assigned)
+        await call_listener(self.user, "on_partitions_assigned", assigned)
+
+    async def on_partitions_lost(self, lost: Any) -> None:
+        try:
+            if self.user is not None and hasattr(self.user, "on_partitions_lost"):
+                await call_listener(self.user, "on_partitions_lost", lost)
+            else:
+                await call_listener(self.user, "on_partitions_revoked", lost)
+        finally:
+            await self.owner._on_revoked(lost, lost=True)
+
+
+class OrderedKafkaConsumer:
+    """``kafka.KafkaConsumer`` that delivers keyed records in order across
+    layout changes of managed topics.
+
+    Takes kafka-python's keyword configs (``group_id`` required) plus
+    ``ordered.*`` options. The wrapper owns offset storage: the inner
+    consumer's auto-commit is off, and with ``enable_auto_commit=True`` (the
+    default) the wrapper commits the positions of records returned by earlier
+    polls every ``auto_commit_interval_ms``, and promptly when another
+    member's gate waits on a partition it owns. Records held at a gate are
+    never committed. The default ``partition_assignment_strategy`` is
+    :class:`OrderedAssignor` (every member of a group must list it); listing
+    the class binds it to this consumer's layout view.
+
+    ``subscribe(..., key_listener=PartitionKeyRebalanceListener)`` for per-key
+    state hand-off; ``listener`` stays kafka-python's
+    ``ConsumerRebalanceListener`` (it runs on kafka-python's IO thread).
+    """
+
+    def __init__(self, *topics: str, **configs: Any) -> None:
+        opts, conf = split_config(dotted(configs), CONSUMER_OPTIONS, "OrderedKafkaConsumer")
+        if not conf.get("group_id"):
+            raise ConfigError("OrderedKafkaConsumer needs group_id: gates are evaluated per consumer group")
+        auto_commit = truthy(conf.pop("enable_auto_commit", True))
+        interval = int(conf.pop("auto_commit_interval_ms", 5000)) / 1000.0
+        conf["enable_auto_commit"] = False
+        conn = kafka_python_connection_config(conf)
+        self._closed = False
+        shared = _log.acquire(conn, opts["ordered.layout.topic"],
+                              corrupt_policy=opts["ordered.layout.corrupt.policy"],
+                              poll_interval_ms=opts["ordered.follower.poll.interval.ms"],
+                              timeout=opts["ordered.metadata.timeout.ms"] / 1000.0)
+        self._shared = shared
+        strategies = conf.get("partition_assignment_strategy") or [OrderedAssignor]
+        conf["partition_assignment_strategy"] = [
+            OrderedAssignor(shared.follower) if s is OrderedAssignor else s for s in strategies
+        ]
+        self._registry_key = (conn["bootstrap.servers"], opts["ordered.layout.topic"])
+        register_layouts(*self._registry_key, shared.follower)
+        try:
+            self._consumer = KafkaConsumer(**conf)
+        except BaseException:
+            unregister_layouts(*self._registry_key, shared.follower)
+            shared.release()
+            raise
+        options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto_offset_reset", "latest")))
+        self._port = _ConsumerPort(self._consumer, options.timeout)
+        self._core = GatingCore(self._port, shared.follower, shared.offsets, options)
+        if topics:
+            self.subscribe(list(topics))
+
+    @property
+    def consumer(self) -> KafkaConsumer:
+        """The wrapped ``KafkaConsumer``."""
+        return self._consumer
+
+    @property
+    def history(self) -> LayoutHistory:
+        return self._core.history
+
+    @property
+    def stall_seconds(self) -> Dict[TP, float]:
+        return self._core.stall_seconds
+
+    def gate_status(self) -> List[GateStatus]:
+        """Every partition with a closed gate (see :meth:`OrderedConsumer.gate_status`)."""
+        return self._core.gate_status()
+
+    # -- rebalance (on kafka-python's IO thread; no blocking consumer calls here)
+
+    async def _on_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        parts = sorted(assigned)
+        if not parts:
+            return
+        res = await self._port.coordinator.fetch_committed_offsets_async(
+            parts, timeout_ms=int(self._core.opts.timeout * 1000))
+        committed = {(tp.topic, tp.partition): om.offset for tp, om in res.items()
+                     if om is not None and om.offset >= 0}
+        # Start resolution reads offsets (blocking I/O): off the IO loop, so
+        # heartbeats go on meanwhile.
+        starts = await off_loop(self._consumer, self._core.assigned,
+                                [(tp.topic, tp.partition) for tp in parts], committed)
+        for tp in parts:
+            key = (tp.topic, tp.partition)
+            off = committed.get(key, starts.get(key))
+            if off is not None:
+                self._consumer.seek(tp, off)
+        resume_discarding_parked(self._consumer,
+                                 [tp for tp in parts if not self._core.paused_by_user((tp.topic, tp.partition))])
+
+    async def _on_revoked(self, revoked: Iterable[TopicPartition], lost: bool) -> None:
+        tps = [(tp.topic, tp.partition) for tp in revoked]
+        if not lost and self._core.opts.auto_commit:
+            offsets = self._core.uncommitted(tps)
+            if offsets:
+                self._port.defer = {}
+                try:
+                    self._core.commit(offsets, asynchronous=False)
+                    deferred, self._port.defer = self._port.defer, None
+                    commit = getattr(self._port.coordinator, "_commit_offsets_sync_async", None)
+                    if commit is not None:  # awaited: lands before this member rejoins
+                        await commit(deferred, timeout_ms=int(self._core.opts.timeout * 1000))
+                    else:  # pragma: no cover - other kafka-python versions
+                        self._port.coordinator.commit_offsets_async(deferred)
+                except Exception as e:
+                    log.warning("commit on revoke failed: %s", e)
+                finally:
+                    self._port.defer = None
+        self._core.revoked(tps)
+
+    # -- subscription
+
+    def subscribe(self, topics: Sequence[str] = (), pattern: Optional[str] = None, listener: Any = None,
+                  key_listener: Optional[PartitionKeyRebalanceListener] = None) -> None:
+        """``KafkaConsumer.subscribe`` plus ``key_listener`` for per-key state hand-off."""
+        if key_listener is not None and not isinstance(key_listener, PartitionKeyRebalanceListener):
+            raise TypeError("key_listener must be a PartitionKeyRebalanceListener")
+        if listener is not None and not isinstance(listener, (ConsumerRebalanceListener,
+                                                               AsyncConsumerRebalanceListener)):
+            raise TypeError("listener must be a ConsumerRebalanceListener or AsyncConsumerRebalanceListener")
+        self._core.listener = key_listener
+        self._core.subscribed = set(topics or ())
+        self._consumer.subscribe(topics=topics, pattern=pattern, listener=_Rebalance(self, listener))
+        self._core.refresh_gates(force=True)
+
+    def unsubscribe(self) -> None:
+        self._final_commit()
+        self._core.revoked(list(self._core.owned))
+        self._consumer.unsubscribe()
+        self._core.subscribed = set()
+
+    def subscription(self) -> Optional[Set[str]]:
+        return self._consumer.subscription()
+
+    def assign(self, partitions: List[TopicPartition], *,
+               key_listener: Optional[PartitionKeyRebalanceListener] = None) -> None:
+        """Manual assignment (no group rebalancing); gates still apply.
+        ``key_listener`` as for :meth:`subscribe`."""
+        if key_listener is not None:
+            if not isinstance(key_listener, PartitionKeyRebalanceListener):
+                raise TypeError("key_listener must be a PartitionKeyRebalanceListener")
+            self._core.listener = key_listener
+        want = {(tp.topic, tp.partition) for tp in partitions}
+        self._core.revoked(sorted(self._core.owned - want))
+        added = sorted(want - self._core.owned)
+        committed = self._port.committed(added) if added else {}
+        starts = self._core.assigned(added, committed)
+        self._consumer.assign(list(partitions))
+        for key in added:
+            off = committed.get(key, starts.get(key))
+            if off is not None:
+                self._consumer.seek(TopicPartition(*key), off)
+
+    def assignment(self) -> Set[TopicPartition]:
+        return self._consumer.assignment()
+
+    # -- consuming
+
+    def poll(self, timeout_ms: float = 0, max_records: Optional[int] = None,
+             update_offsets: bool = True) -> Dict[TopicPartition, List[Any]]:
+        """``KafkaConsumer.poll``: deliverable records by partition ({} while
+        partitions wait at gates)."""
+        if self._closed:
+            raise IllegalStateError("OrderedKafkaConsumer is closed")
+        if timeout_ms < 0:
+            raise ValueError("Timeout must not be negative")
+        if max_records is None:
+            max_records = self._consumer.config["max_poll_records"]
+        core = self._core
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        core.begin_poll()
+        out: Dict[TopicPartition, List[Any]] = {}
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            chunk = left if not core.owned or self._rebalancing() else core.poll_chunk(left)
+            raw = self._consumer.poll(timeout_ms=int((chunk or 0.0) * 1000), max_records=max_records,
+                                      update_offsets=update_offsets)
+            if raw:
+                self._take(raw, out)
+            if out or time.monotonic() >= deadline:
+                return out
+            # An empty maintain also keeps the gaps between the client's polls
+            # short while it joins: kafka-python 3.0.12 throws away a
+            # JoinGroup/SyncGroup round that completes while no poll waits on it.
+            core.maintain()
+
+    def _rebalancing(self) -> bool:
+        co = self._port.coordinator
+        try:
+            return bool(co is not None and co.need_rejoin())
+        except Exception:  # pragma: no cover - internals moved
+            return False
+
+    def _take(self, raw: Mapping[TopicPartition, List[Any]], out: Dict[TopicPartition, List[Any]]) -> None:
+        """Deliver what may be delivered of one fetch; the client's positions
+        then count exactly the returned records (held ones are sought back)."""
+        core = self._core
+        try:
+            core.ensure_fresh()
+            watched = core.watched()
+            for tp, recs in raw.items():
+                if not recs:
+                    continue
+                key = (tp.topic, tp.partition)
+                if key not in watched:
+                    out.setdefault(tp, []).extend(recs)
+                    continue
+                taken = []
+                for r in recs:
+                    if not core.admit(key, r.offset):
+                        break
+                    taken.append(r)
+                if taken:
+                    out.setdefault(tp, []).extend(taken)
+        except BaseException:
+            # Nothing of this fetch reaches the application: fetch it again.
+            for tp in raw:
+                out.pop(tp, None)
+            core.rewind({(tp.topic, tp.partition): recs[0].offset for tp, recs in raw.items() if recs})
+            raise
+
+    def __iter__(self) -> "OrderedKafkaConsumer":
+        return self
+
+    def __next__(self) -> Any:
+        timeout = self._consumer.config.get("consumer_timeout_ms", float("inf"))
+        deadline = time.monotonic() + (timeout / 1000.0 if timeout >= 0 else float("inf"))
+        while not self._closed:
+            left = deadline - time.monotonic()
+            recs = self.poll(timeout_ms=max(0.0, min(left, 1.0)) * 1000, max_records=1)
+            for rs in recs.values():
+                if rs:
+                    return rs[0]
+            if time.monotonic() >= deadline:
+                break
+        raise StopIteration()
+
+    # -- offsets
+
+    def commit(self, offsets: Optional[Mapping[TopicPartition, Any]] = None, timeout_ms: Optional[int] = None) -> None:
+        """``KafkaConsumer.commit``. Without ``offsets`` commits the positions
+        of every record returned so far. Commits that move a partition past a
+        gate opened inside this consumer also carry the source offsets it
+        waited on."""
+        want = self._wanted(offsets)
+        self._core.last_commit = time.monotonic()
+        if want:
+            self._core.commit(want, asynchronous=False)
+
+    def commit_async(self, offsets: Optional[Mapping[TopicPartition, Any]] = None,
+                     callback: Optional[Callable[..., Any]] = None) -> Any:
+        """``KafkaConsumer.commit_async`` (same offsets as :meth:`commit`)."""
+        want = self._wanted(offsets)
+        self._core.last_commit = time.monotonic()
+        if not want:
+            return None
+        self._port.commit_cb = callback
+        try:
+            return self._core.commit(want, asynchronous=True)
+        finally:
+            self._port.commit_cb = None
+
+    def _wanted(self, offsets: Optional[Mapping[TopicPartition, Any]]) -> Dict[TP, int]:
+        if offsets is None:
+            return self._core.processed_offsets()
+        return {(tp.topic, tp.partition): (om.offset if isinstance(om, OffsetAndMetadata) else int(om))
+                for tp, om in offsets.items()}
+
+    def committed(self, partition: TopicPartition, metadata: bool = False, timeout_ms: Optional[int] = None) -> Any:
+        return self._consumer.committed(partition, metadata=metadata, timeout_ms=timeout_ms)
+
+    def position(self, partition: TopicPartition, timeout_ms: Optional[int] = None) -> Optional[int]:
+        """Position after the records returned so far (held records do not count)."""
+        key = (partition.topic, partition.partition)
+        known = self._core.positions([key])
+        if key in known:
+            return known[key]
+        return self._consumer.position(partition, timeout_ms=timeout_ms)
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """``KafkaConsumer.seek``; the new position counts as processed for gates."""
+        self._consumer.seek(partition, offset)
+        self._core.seeked((partition.topic, partition.partition), offset)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self._consumer.seek_to_beginning(*partitions)
+        self._reset_positions(partitions)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self._consumer.seek_to_end(*partitions)
+        self._reset_positions(partitions)
+
+    def _reset_positions(self, partitions: Sequence[TopicPartition]) -> None:
+        keys = [(p.topic, p.partition) for p in partitions] if partitions else list(self._core.owned)
+        for key in keys:
+            self._core.seeked(key, -1)  # the position is unknown until the reset resolves
+            if key in self._core.parts:
+                self._core.parts[key].position = None
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self._core.user_pause([(p.topic, p.partition) for p in partitions])
+        self._consumer.pause(*partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        ok = set(self._core.user_resume([(p.topic, p.partition) for p in partitions]))
+        resume_discarding_parked(self._consumer, [p for p in partitions if (p.topic, p.partition) in ok])
+
+    def paused(self) -> Set[TopicPartition]:
+        """Partitions paused by the application (not those held at gates)."""
+        return {tp for tp in self._consumer.paused() if self._core.paused_by_user((tp.topic, tp.partition))}
+
+    # -- plain delegations (cannot affect order)
+
+    def beginning_offsets(self, partitions: List[TopicPartition], timeout_ms: Optional[int] = None) -> Any:
+        return self._consumer.beginning_offsets(partitions, timeout_ms=timeout_ms)
+
+    def end_offsets(self, partitions: List[TopicPartition], timeout_ms: Optional[int] = None) -> Any:
+        return self._consumer.end_offsets(partitions, timeout_ms=timeout_ms)
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: Optional[int] = None) -> Any:
+        return self._consumer.offsets_for_times(timestamps, timeout_ms=timeout_ms)
+
+    def highwater(self, partition: TopicPartition) -> Optional[int]:
+        return self._consumer.highwater(partition)
+
+    def topics(self) -> Set[str]:
+        return self._consumer.topics()
+
+    def partitions_for_topic(self, topic: str) -> Optional[Set[int]]:
+        return self._consumer.partitions_for_topic(topic)
+
+    def metrics(self, raw: bool = False) -> Any:
+        return self._consumer.metrics(raw=raw)
+
+    def group_metadata(self) -> Any:
+        return self._consumer.group_metadata()
+
+    def bootstrap(self, timeout_ms: Optional[int] = None, refresh: bool = False) -> Any:
+        return self._consumer.bootstrap(timeout_ms=timeout_ms, refresh=refresh)
+
+    def bootstrap_connected(self) -> bool:
+        return self._consumer.bootstrap_connected()
+
+    def _final_commit(self) -> None:
+        if not self._core.opts.auto_commit:
+            return
+        offsets = self._core.uncommitted()
+        if offsets:
+            try:
+                self._core.commit(offsets, asynchronous=False)
+            except Exception as e:
+                log.warning("final commit failed: %s", e)
+
+    def close(self, autocommit: bool = True, timeout_ms: Optional[int] = None) -> None:
+        """Commit returned records (with auto-commit), leave the group, release
+        the layout-log resources."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if autocommit:
+                self._final_commit()
+            else:
+                self._core.opts.auto_commit = False  # also no commit from the revoke callback
+            self._consumer.close(autocommit=False, timeout_ms=timeout_ms)
+        finally:
+            unregister_layouts(*self._registry_key, self._shared.follower)
+            self._shared.release()
+
+    def __enter__(self) -> "OrderedKafkaConsumer":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self.close(autocommit=exc_type is None)
