@@ -38,6 +38,7 @@ from .errors import (
     UnknownTopicError,
     UnsafeLayoutLogError,
     UnsupportedBrokerApiError,
+    UnsupportedLayoutVersionError,
 )
 from .gates import GateStatus
 from .history import Gate, LayoutChange, LayoutHistory, Registration
@@ -104,6 +105,7 @@ __all__ = [
     "LayoutLogUnwritableError",
     "UnsafeLayoutLogError",
     "CorruptLayoutRecordError",
+    "UnsupportedLayoutVersionError",
     "ConcurrentLayoutChangeError",
     "RegistrationError",
     "SwitchTimeoutError",

@@ -80,7 +80,13 @@ class OffsetsPort(Protocol):
 
 
 class LayoutView(Protocol):
-    """A process's view of the layout log (the shared follower)."""
+    """A process's view of the layout log (the shared follower).
+
+    ``fatal`` is the error that stopped it for good (a refused or unreadable
+    record), else ``None``; :meth:`sync` raises it.
+    """
+
+    fatal: Optional[BaseException]
 
     @property
     def history(self) -> "LayoutHistory":

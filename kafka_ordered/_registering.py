@@ -123,6 +123,14 @@ class RegisteringCore:
         """Track newly managed topics and mark topics whose layout changed."""
         history = self.follower.history
         with self.lock:
+            if self.follower.fatal is not None:
+                # The view cannot be trusted any more: every send takes the
+                # slow path, which raises the follower's error.
+                for st in self.states.values():
+                    if st is not None:
+                        with self.fast_lock:
+                            st.ready = False
+                return
             version = history.version
             for t in history.topics():
                 st = self.states.get(t)
@@ -134,7 +142,11 @@ class RegisteringCore:
             self.seen_version = version
 
     def state(self, topic: str) -> Optional[TopicState]:
-        """The topic's state, or ``None`` when it is not managed."""
+        """The topic's state, or ``None`` when it is not managed. Raises the
+        follower's fatal error (a refused or unreadable layout-log record)."""
+        fatal = self.follower.fatal
+        if fatal is not None:
+            raise fatal
         if self.follower.history.version != self.seen_version:
             self.refresh_states()
         try:

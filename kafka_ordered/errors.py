@@ -25,6 +25,7 @@ __all__ = [
     "LayoutLogUnwritableError",
     "UnsafeLayoutLogError",
     "CorruptLayoutRecordError",
+    "UnsupportedLayoutVersionError",
     "ConcurrentLayoutChangeError",
     "RegistrationError",
     "SwitchTimeoutError",
@@ -102,12 +103,25 @@ class UnsafeLayoutLogError(LayoutLogError):
 class CorruptLayoutRecordError(LayoutLogError):
     """A layout-log record does not parse or fails validation.
 
-    ``offset`` is its offset in the layout log.
+    ``offset`` is its offset in the layout log (partition 0 of the layout
+    topic), ``reason`` what is wrong with it.
     """
 
-    def __init__(self, message: str, *, offset: int) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, offset: int, reason: str = "", code: Optional[int] = None) -> None:
+        super().__init__(message, code=code)
         self.offset = offset
+        self.reason = reason
+
+
+class UnsupportedLayoutVersionError(LayoutLogError):
+    """The layout log holds a record written by a newer kafka-ordered, in a
+    format this version cannot read: upgrade this client. ``offset`` is the
+    record's offset, ``version`` its format version."""
+
+    def __init__(self, message: str, *, offset: int, version: int, code: Optional[int] = None) -> None:
+        super().__init__(message, code=code)
+        self.offset = offset
+        self.version = version
 
 
 class ConcurrentLayoutChangeError(KafkaOrderedError):

@@ -25,13 +25,26 @@ newer writer's records cannot be safely ignored.
 
 from __future__ import annotations
 
-import json
 import threading
-from dataclasses import dataclass, field
-from typing import Any, Dict, FrozenSet, Iterable, List, Literal, Mapping, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from .errors import CorruptLayoutRecordError, InvalidLayoutError
+from .errors import CorruptLayoutRecordError, UnsupportedLayoutVersionError
 from .layout import Layout
+from .records import (
+    RECORD_VERSION,
+    BadRecord,
+    CorruptPolicy,
+    Gate,
+    LayoutChange,
+    LayoutRecord,
+    LogProblem,
+    NewerRecordVersion,
+    Registration,
+    RegistrationRecord,
+    decode,
+    encode_layout,
+    encode_registration,
+)
 
 __all__ = [
     "RECORD_VERSION",
@@ -44,105 +57,6 @@ __all__ = [
     "encode_layout",
     "encode_registration",
 ]
-
-RECORD_VERSION = 1
-CorruptPolicy = Literal["skip", "refuse"]
-LayoutOp = Literal["create", "adopt", "expand", "shrink", "retire"]
-_OPS = ("create", "adopt", "expand", "shrink", "retire")
-
-
-@dataclass(frozen=True)
-class Gate:
-    """Records of ``topic``/``partition`` at offsets ``>= start`` may be
-    delivered to a group only once the group has processed every source
-    ``q`` in ``wait`` up to ``wait[q]`` (processed offset ``>= wait[q]``)."""
-
-    topic: str
-    partition: int
-    start: int
-    wait: Mapping[int, int]
-    producer_id: str
-    epoch: int
-    offset: int  # of the registration in the layout log
-
-
-@dataclass(frozen=True)
-class Registration:
-    """A producer's switch to layout ``epoch`` (from ``from_epoch``)."""
-
-    topic: str
-    producer_id: str
-    stable: bool
-    epoch: int
-    from_epoch: int
-    gates: Tuple[Gate, ...]
-    offset: int
-    timestamp_ms: int
-
-
-@dataclass(frozen=True)
-class LayoutChange:
-    layout: Layout
-    op: str
-    admin_id: str
-    offset: int
-    timestamp_ms: int
-
-
-@dataclass(frozen=True)
-class LogProblem:
-    offset: int
-    reason: str
-
-
-def _dumps(obj: Mapping[str, Any]) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("utf-8")
-
-
-def encode_layout(layout: Layout, op: str, admin_id: str) -> Tuple[bytes, bytes]:
-    """Key and value of a layout record."""
-    if op not in _OPS:
-        raise InvalidLayoutError(f"unknown layout operation {op!r}")
-    return layout.topic.encode(), _dumps(
-        {"v": RECORD_VERSION, "type": "layout", "op": op, "admin": admin_id, "layout": layout.to_dict()}
-    )
-
-
-def encode_registration(
-    topic: str,
-    producer_id: str,
-    stable: bool,
-    epoch: int,
-    from_epoch: int,
-    gates: Mapping[int, Tuple[int, Mapping[int, int]]],
-) -> Tuple[bytes, bytes]:
-    """Key and value of a registration record; ``gates`` maps a target
-    partition to ``(start, {source: wait})``."""
-    body = {
-        "v": RECORD_VERSION,
-        "type": "registration",
-        "topic": topic,
-        "producer": producer_id,
-        "stable": bool(stable),
-        "epoch": int(epoch),
-        "from_epoch": int(from_epoch),
-        "gates": {
-            str(p): {"start": int(start), "wait": {str(q): int(w) for q, w in sorted(wait.items())}}
-            for p, (start, wait) in sorted(gates.items())
-        },
-    }
-    return topic.encode(), _dumps(body)
-
-
-class _Bad(Exception):
-    pass
-
-
-def _int(d: Mapping[str, Any], name: str, minimum: int = 0) -> int:
-    v = d.get(name)
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise _Bad(f"field {name!r} must be an int >= {minimum}, got {v!r}")
-    return v
 
 
 class LayoutHistory:
@@ -170,117 +84,93 @@ class LayoutHistory:
     # -- applying records
 
     def apply(self, offset: int, key: Optional[bytes], value: Optional[bytes], timestamp_ms: int = 0) -> None:
-        """Apply the record at ``offset`` (offsets must increase)."""
+        """Apply the record at ``offset``, which must be :attr:`next_offset`
+        (a record already applied is ignored; a gap is the reader's to
+        resolve, see :meth:`skip_to`).
+
+        Raises :class:`CorruptLayoutRecordError` for a bad record under the
+        ``refuse`` policy (under ``skip`` it is recorded in :attr:`problems`
+        and skipped alone), :class:`UnsupportedLayoutVersionError` for a
+        record written by a newer kafka-ordered, under either policy. After
+        either error nothing more can be applied.
+        """
         with self._lock:
             if offset < self.next_offset:
                 return
+            if offset > self.next_offset:
+                raise ValueError(f"layout log offset {offset} applied before {self.next_offset}: a gap to resolve first")
             try:
                 self._apply(offset, value, timestamp_ms)
-            except _Bad as e:
-                problem = LogProblem(offset, str(e))
+            except NewerRecordVersion as e:
+                raise UnsupportedLayoutVersionError(
+                    f"layout log record at offset {offset} was written by a newer kafka-ordered ({e}): "
+                    "upgrade kafka-ordered on this client before it reads the layout log",
+                    offset=offset, version=e.version,
+                ) from None
+            except BadRecord as e:
                 if self.corrupt_policy == "refuse":
                     raise CorruptLayoutRecordError(
                         f"layout log record at offset {offset} is corrupt: {e} (policy 'refuse'; "
-                        "set ordered.layout.corrupt.policy=skip to ignore it)",
-                        offset=offset,
+                        "set ordered.layout.corrupt.policy=skip to skip it)",
+                        offset=offset, reason=str(e),
                     ) from None
-                self.problems.append(problem)
+                self.problems.append(LogProblem(offset, str(e)))
             self.next_offset = offset + 1
             self.version += 1
 
-    def _apply(self, offset: int, value: Optional[bytes], ts: int) -> None:
-        if value is None:
-            raise _Bad("empty record")
-        try:
-            d = json.loads(value.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
-            raise _Bad(f"not UTF-8 JSON ({e})") from None
-        if not isinstance(d, dict):
-            raise _Bad("not a JSON object")
-        v = d.get("v")
-        if isinstance(v, int) and not isinstance(v, bool) and v > RECORD_VERSION:
-            raise CorruptLayoutRecordError(
-                f"layout log record at offset {offset} has version {v}, newer than this "
-                f"kafka-ordered understands ({RECORD_VERSION}): upgrade kafka-ordered",
-                offset=offset,
-            )
-        if v != RECORD_VERSION:
-            raise _Bad(f"unsupported record version {v!r}")
-        kind = d.get("type")
-        if kind == "layout":
-            self._apply_layout(offset, d, ts)
-        elif kind == "registration":
-            self._apply_registration(offset, d, ts)
-        else:
-            raise _Bad(f"unknown record type {kind!r}")
+    def skip_to(self, offset: int) -> None:
+        """Accept that no record exists below ``offset`` from :attr:`next_offset`
+        (a gap the reader found permanent: compaction, transaction markers)."""
+        with self._lock:
+            if offset > self.next_offset:
+                self.next_offset = offset
+                self.version += 1
 
-    def _apply_layout(self, offset: int, d: Mapping[str, Any], ts: int) -> None:
-        raw = d.get("layout")
-        op = d.get("op")
-        if not isinstance(raw, dict) or op not in _OPS:
-            raise _Bad("layout record needs a 'layout' object and a known 'op'")
-        try:
-            layout = Layout.from_dict(raw)
-        except InvalidLayoutError as e:
-            raise _Bad(f"invalid layout: {e}") from None
-        change = LayoutChange(layout, str(op), str(d.get("admin", "")), offset, ts)
+    def _apply(self, offset: int, value: Optional[bytes], ts: int) -> None:
+        rec = decode(value)
+        if isinstance(rec, LayoutRecord):
+            self._apply_layout(offset, rec, ts)
+        else:
+            self._apply_registration(offset, rec, ts)
+
+    def _apply_layout(self, offset: int, rec: LayoutRecord, ts: int) -> None:
+        layout = rec.layout
+        change = LayoutChange(layout, rec.op, rec.admin_id, offset, ts)
         cur = self._current.get(layout.topic)
         if cur is None:
-            if layout.epoch != 1 or op not in ("create", "adopt"):
-                raise _Bad(f"first layout of {layout.topic} must be epoch 1 from create/adopt, got epoch {layout.epoch} from {op}")
+            if layout.epoch != 1 or rec.op not in ("create", "adopt"):
+                raise BadRecord(f"first layout of {layout.topic} must be epoch 1 from create/adopt, "
+                                f"got epoch {layout.epoch} from {rec.op}")
         else:
             if layout.epoch <= cur.epoch:
                 self.superseded.append(change)
                 return
             if layout.epoch != cur.epoch + 1:
-                raise _Bad(f"epoch gap for {layout.topic}: {cur.epoch} -> {layout.epoch}")
+                raise BadRecord(f"epoch gap for {layout.topic}: {cur.epoch} -> {layout.epoch}")
             if (layout.initial_partitions, layout.hash, layout.strategy) != (cur.initial_partitions, cur.hash, cur.strategy):
-                raise _Bad(f"layout of {layout.topic} changes initial_partitions, hash or strategy")
+                raise BadRecord(f"layout of {layout.topic} changes initial_partitions, hash or strategy")
             if layout.physical_partitions < cur.physical_partitions:
-                raise _Bad(f"layout of {layout.topic} removes physical partitions")
+                raise BadRecord(f"layout of {layout.topic} removes physical partitions")
         self._current = {**self._current, layout.topic: layout}
         self._changes.setdefault(layout.topic, []).append(change)
 
-    def _apply_registration(self, offset: int, d: Mapping[str, Any], ts: int) -> None:
-        topic = d.get("topic")
-        producer = d.get("producer")
-        if not isinstance(topic, str) or not isinstance(producer, str) or not producer:
-            raise _Bad("registration needs string 'topic' and 'producer'")
+    def _apply_registration(self, offset: int, rec: RegistrationRecord, ts: int) -> None:
+        topic = rec.topic
         cur = self._current.get(topic)
         if cur is None:
-            raise _Bad(f"registration for unmanaged topic {topic}")
-        epoch = _int(d, "epoch", 1)
-        from_epoch = _int(d, "from_epoch", 1)
-        if epoch > cur.epoch or from_epoch > epoch:
-            raise _Bad(f"registration epochs {from_epoch}->{epoch} do not exist for {topic} (current {cur.epoch})")
-        layout = self.layout(topic, epoch)
-        raw_gates = d.get("gates", {})
-        if not isinstance(raw_gates, dict):
-            raise _Bad("'gates' must be an object")
+            raise BadRecord(f"registration for unmanaged topic {topic}")
+        if rec.epoch > cur.epoch or rec.from_epoch > rec.epoch:
+            raise BadRecord(f"registration epochs {rec.from_epoch}->{rec.epoch} do not exist for {topic} "
+                            f"(current {cur.epoch})")
+        layout = self.layout(topic, rec.epoch)
         gates: List[Gate] = []
-        for p_s, g in sorted(raw_gates.items(), key=lambda kv: str(kv[0])):
-            try:
-                p = int(p_s)
-            except ValueError:
-                raise _Bad(f"gate partition {p_s!r} is not an int") from None
-            if not isinstance(g, dict) or not isinstance(g.get("wait"), dict):
-                raise _Bad(f"gate of partition {p} needs 'start' and 'wait'")
-            start = _int(g, "start")
-            wait: Dict[int, int] = {}
-            for q_s, w in g["wait"].items():
-                try:
-                    q = int(q_s)
-                except ValueError:
-                    raise _Bad(f"wait partition {q_s!r} is not an int") from None
-                if isinstance(w, bool) or not isinstance(w, int) or w < 0:
-                    raise _Bad(f"wait offset for partition {q} must be an int >= 0")
-                wait[q] = w
+        for p, (start, wait) in rec.gates.items():
             if not 0 <= p < layout.partitions or any(not 0 <= q < layout.physical_partitions for q in wait):
-                raise _Bad(f"gate partitions out of range for {topic} epoch {epoch}")
-            gates.append(Gate(topic, p, start, wait, producer, epoch, offset))
-        reg = Registration(topic, producer, bool(d.get("stable", False)), epoch, from_epoch, tuple(gates), offset, ts)
+                raise BadRecord(f"gate partitions out of range for {topic} epoch {rec.epoch}")
+            gates.append(Gate(topic, p, start, dict(wait), rec.producer_id, rec.epoch, offset))
+        reg = Registration(topic, rec.producer_id, rec.stable, rec.epoch, rec.from_epoch, tuple(gates), offset, ts)
         self._registrations.setdefault(topic, []).append(reg)
-        self._last_by_producer[(topic, producer)] = reg
+        self._last_by_producer[(topic, rec.producer_id)] = reg
 
     # -- reading
 

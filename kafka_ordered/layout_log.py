@@ -25,6 +25,8 @@ from ._kafka import new_admin, partition_count, translate
 from .config import DEFAULT_LAYOUT_TOPIC, internal_config
 from .errors import (
     BrokerUnavailableError,
+    CorruptLayoutRecordError,
+    UnsupportedLayoutVersionError,
     KafkaOrderedError,
     LayoutLogError,
     LayoutLogUnwritableError,
@@ -36,6 +38,9 @@ from .history import CorruptPolicy, LayoutHistory
 __all__ = ["LayoutLog", "LayoutFollower"]
 
 log = logging.getLogger("kafka_ordered.layout_log")
+
+_GAP_REREADS = 5
+_GAP_BACKOFF_S = 0.02
 
 _LOG_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
 
@@ -228,6 +233,8 @@ class LayoutFollower:
         self.history = LayoutHistory(corrupt_policy)
         self.fresh_as_of = float("-inf")
         self.error: Optional[BaseException] = None
+        #: A refused or unreadable record: the follower stopped for good.
+        self.fatal: Optional[LayoutLogError] = None
         self._conn = dict(conn)
         self._consumer: Optional[Consumer] = None
         self._admin = new_admin(self._conn)
@@ -265,53 +272,91 @@ class LayoutFollower:
             try:
                 self._catch_up(self.timeout)
                 self.error = None
+            except (CorruptLayoutRecordError, UnsupportedLayoutVersionError) as e:
+                log.error("layout log follower of %s stopped: %s", self.topic, e)
+                for listener in list(self._listeners):
+                    listener()
+                return
             except KafkaOrderedError as e:
                 self.error = e
-                log.warning("layout log follower: %s", e)
+                log.warning("layout log follower: %s (retrying)", e)
                 self._stop.wait(min(1.0, self.timeout))
             except Exception as e:  # keep following; surface through sync()
                 self.error = e
-                log.exception("layout log follower failed")
+                log.exception("layout log follower failed (retrying)")
                 self._stop.wait(min(1.0, self.timeout))
 
     def _catch_up(self, timeout: float) -> None:
+        if self.fatal is not None:
+            raise self.fatal
         with self._lock:
             c = self._consumer
             if c is None:
                 raise LayoutLogError("the layout follower is closed")
             began = time.monotonic()
             deadline = began + timeout
-            low, end = self._bounds(timeout, earliest=self.history.next_offset == 0)
-            if low > 0 and self.history.next_offset < low:
+            history = self.history
+            low, end = self._bounds(timeout, earliest=history.next_offset == 0)
+            if low > 0 and history.next_offset < low:
                 raise UnsafeLayoutLogError(
                     f"layout log {self.topic} starts at offset {low}: records were deleted, so the "
                     "history is incomplete. Restore them or start a new layout log."
                 )
-            before = self.history.version
-            while True:
-                while self.history.next_offset < end:
-                    if time.monotonic() > deadline:
-                        raise BrokerUnavailableError(
-                            f"layout log {self.topic}: read {self.history.next_offset} of {end} records "
-                            "within the timeout"
-                        )
-                    for m in c.consume(500, 0.005):
-                        err = m.error()
-                        if err is not None:
-                            if err.code() != KafkaError._PARTITION_EOF:
-                                raise translate(KafkaException(err), f"reading layout log {self.topic}")
-                            continue
-                        self.history.apply(int(m.offset() or 0), m.key(), m.value(), m.timestamp()[1])
-                # A fetch may have shown a later end than ListOffsets did (brokers
-                # that report the base offset of the last batch).
-                _, fetched_end = c.get_watermark_offsets(self._tp, cached=True)
-                if fetched_end is None or fetched_end <= end:
-                    break
-                end = fetched_end
+            before, problems = history.version, len(history.problems)
+            rereads = 0
+            try:
+                while True:
+                    while history.next_offset < end:
+                        if time.monotonic() > deadline:
+                            raise BrokerUnavailableError(
+                                f"layout log {self.topic}: read {history.next_offset} of {end} records "
+                                "within the timeout"
+                            )
+                        for m in c.consume(500, 0.005):
+                            err = m.error()
+                            if err is not None:
+                                if err.code() != KafkaError._PARTITION_EOF:
+                                    raise translate(KafkaException(err), f"reading layout log {self.topic}")
+                                continue
+                            offset = int(m.offset() or 0)
+                            if offset > history.next_offset:
+                                if rereads < _GAP_REREADS:
+                                    # A broker may hand out a later batch before an earlier
+                                    # one is written (the embedded Tansu does): read again.
+                                    rereads += 1
+                                    log.debug("layout log %s: offset %d after %d, re-reading", self.topic,
+                                              offset, history.next_offset)
+                                    c.seek(TopicPartition(self.topic, 0, history.next_offset))
+                                    time.sleep(_GAP_BACKOFF_S * rereads)
+                                    break
+                                log.warning("layout log %s: offsets %d..%d stayed missing over %d re-reads; "
+                                            "treating the gap as permanent (compaction or transaction markers)",
+                                            self.topic, history.next_offset, offset - 1, rereads)
+                                history.skip_to(offset)
+                            self._apply(m, offset)
+                            rereads = 0
+                    # A fetch may have shown a later end than ListOffsets did (brokers
+                    # that report the base offset of the last batch).
+                    _, fetched_end = c.get_watermark_offsets(self._tp, cached=True)
+                    if fetched_end is None or fetched_end <= end:
+                        break
+                    end = fetched_end
+            finally:
+                for problem in history.problems[problems:]:
+                    log.warning("layout log %s partition 0: skipped the record at offset %d: %s "
+                                "(ordered.layout.corrupt.policy=skip)", self.topic, problem.offset, problem.reason)
             self.fresh_as_of = began
-        if self.history.version != before:
+        if history.version != before:
             for listener in list(self._listeners):
                 listener()
+
+    def _apply(self, m: Any, offset: int) -> None:
+        try:
+            self.history.apply(offset, m.key(), m.value(), m.timestamp()[1])
+        except (CorruptLayoutRecordError, UnsupportedLayoutVersionError) as e:
+            e.args = (f"layout log {self.topic} partition 0: {e}",)
+            self.fatal = e
+            raise
 
     def _bounds(self, timeout: float, earliest: bool) -> Tuple[int, int]:
         """(log start or 0, log end) of the layout log. Asked on the admin
@@ -329,7 +374,12 @@ class LayoutFollower:
         return low, end
 
     def sync(self, timeout: Optional[float] = None) -> LayoutHistory:
-        """Catch up with every record appended before this call; returns the history."""
+        """Catch up with every record appended before this call; returns the history.
+
+        Raises :class:`BrokerUnavailableError` when the log cannot be read in
+        time, and the follower's fatal error (:class:`CorruptLayoutRecordError`
+        under the ``refuse`` policy, :class:`UnsupportedLayoutVersionError`)
+        once it has stopped."""
         called = time.monotonic()
         self._catch_up(timeout or self.timeout)
         assert self.fresh_as_of >= called
@@ -337,8 +387,8 @@ class LayoutFollower:
 
     def fresh_within(self, seconds: float) -> bool:
         """Whether the view includes every record appended up to ``seconds``
-        before now (the consumers' freshness rule)."""
-        return time.monotonic() - self.fresh_as_of < seconds
+        before now (the consumers' freshness rule). Never after a fatal error."""
+        return self.fatal is None and time.monotonic() - self.fresh_as_of < seconds
 
     def add_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` (on the thread that read them) after new records
