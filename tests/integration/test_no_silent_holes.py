@@ -76,3 +76,47 @@ def test_one_follower_thread_per_process(
     consumer.close()
     time.sleep(0.2)
     assert len(_follower_threads()) == before, "the last user closes the shared follower"
+
+
+def test_a_key_that_moves_twice_cannot_overtake_itself(
+    admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer],
+    make_consumer: Callable[..., OrderedConsumer], topic: str, unique: Callable[[str], str],
+) -> None:
+    """Layouts 2 -> 3 -> 7 move key-2 p0 -> p2 -> p6. The producer writes A
+    to p0, registers for 3 without writing to p2, registers for 7 and writes
+    B to p6. B waits on p2, which is empty: without the waits inherited from
+    the producer's own gate on p2, B was delivered while A still waited on p0."""
+    from confluent_kafka import TopicPartition
+
+    admin.create_topic(topic, 2, physical_partitions=8)
+    producer = make_producer(**{"ordered.producer.id": unique("p")})
+    producer.produce(topic, b"A", b"key-2")  # p0
+    assert producer.flush(10) == 0
+    admin.expand(topic, 3)
+    _wait(lambda: producer.history.current(topic).epoch == 2)  # type: ignore[union-attr]
+    producer.produce(topic, b"other", b"key-0")  # p1: registers for epoch 2, nothing to p2
+    assert producer.flush(10) == 0 and producer.registrations[-1].epoch == 2
+    assert set(producer.registrations[-1].gates) == {2}
+    admin.expand(topic, 7)
+    _wait(lambda: producer.history.current(topic).epoch == 3)  # type: ignore[union-attr]
+    producer.produce(topic, b"B", b"key-2")  # p6
+    assert producer.flush(10) == 0
+
+    group = unique("g")
+    waiter = make_consumer(group)
+    waiter.assign([TopicPartition(topic, 2), TopicPartition(topic, 6)])
+    got: List[bytes] = []
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        got += [m.value() for m in waiter.consume(100, 0.1) if m.error() is None]
+    assert b"B" not in got, "B was delivered while A had not been processed"
+    source = make_consumer(group)
+    source.assign([TopicPartition(topic, 0)])
+    seen: List[bytes] = []
+    deadline = time.monotonic() + 15
+    while b"B" not in got and time.monotonic() < deadline:
+        seen += [m.value() for m in source.consume(100, 0.1) if m.error() is None]
+        got += [m.value() for m in waiter.consume(100, 0.1) if m.error() is None]
+    assert b"A" in seen and b"B" in got
+    gate6 = producer.registrations[-1].gates[6]
+    assert gate6[1].get(0, -1) >= 1, f"the gate on p6 also waits for p0 (A): {gate6}"
