@@ -183,8 +183,12 @@ class OrderedKafkaConsumer:
             off = committed.get(key, starts.get(key))
             if off is not None:
                 self._consumer.seek(tp, off)
-        resume_discarding_parked(self._consumer,
-                                 [tp for tp in parts if not self._core.paused_by_user((tp.topic, tp.partition))])
+        # A hold from before the rebalance is forgotten, so its pause goes too;
+        # the application's own pauses are kept.
+        paused = [tp for tp in parts if self._core.paused_by_user((tp.topic, tp.partition))]
+        resume_discarding_parked(self._consumer, [tp for tp in parts if tp not in paused])
+        if paused:
+            self._consumer.pause(*paused)
 
     async def _on_revoked(self, revoked: Iterable[TopicPartition], lost: bool) -> None:
         tps = [(tp.topic, tp.partition) for tp in revoked]

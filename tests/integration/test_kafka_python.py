@@ -409,3 +409,48 @@ def test_two_member_group_uses_the_layout_aware_assignor(layout_admin: LayoutAdm
     assert owner[2] == owner[0] and owner[3] == owner[1], "new partitions kept with their parents"
     report = oracle.report()
     assert report.violations == () and report.missing == 0, report
+
+
+def test_partition_held_across_a_rebalance_is_delivered_after_it(
+        layout_admin: LayoutAdmin, topic: str, make_producer: Callable[..., OrderedKafkaProducer],
+        make_consumer: Callable[..., OrderedKafkaConsumer], unique: Callable[[str], str]) -> None:
+    """A partition held at a gate when it is revoked is not left paused in the
+    inner KafkaConsumer: when it comes back, its records are delivered once
+    the gate opens (issue 10, item 1)."""
+    before = layout_admin.create_topic(topic, 2, 4)
+    group = unique("group")
+    member = make_consumer(topic, group_id=group)
+    p0 = TopicPartition(topic, 0)
+    got: List[Any] = []
+    deadline = time.monotonic() + 15
+    while len(member.assignment()) < 4 and time.monotonic() < deadline:
+        got += [r for rs in member.poll(timeout_ms=50).values() for r in rs]
+    member.pause(p0)  # the source stays unprocessed, so p2 will be held at its gate
+    p = make_producer()
+    for k in KEYS:
+        p.send(topic, key=k, value=b"1")
+    p.flush(10)
+    after = layout_admin.expand(topic, 3)
+    wait_for_epoch(p, topic, 2)
+    moved = [k for k in KEYS if before.partition_for(k) == 0 and after.partition_for(k) == 2]
+    for k in moved:
+        p.send(topic, key=k, value=b"2")
+    p.flush(10)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not member.gate_status():
+        got += [r for rs in member.poll(timeout_ms=50).values() for r in rs]
+    assert member.gate_status(), "p2 is held"
+    other = make_consumer(topic, group_id=group)  # joins: every partition revoked and reassigned
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not other.assignment():
+        got += [r for rs in member.poll(timeout_ms=50).values() for r in rs]
+        other.poll(timeout_ms=50)
+    other.close()  # leaves: member gets everything back
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and len(member.assignment()) < 4:
+        got += [r for rs in member.poll(timeout_ms=50).values() for r in rs]
+    member.resume(p0)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not any(r.partition == 2 for r in got):
+        got += [r for rs in member.poll(timeout_ms=50).values() for r in rs]
+    assert any(r.partition == 2 and r.value == b"2" for r in got), "p2 stayed paused after the rebalance"
