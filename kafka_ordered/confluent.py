@@ -118,15 +118,10 @@ class OrderedProducer:
         forced(conf, "acks", "all", ("all", -1, "-1"))
         forced(conf, "enable.idempotence", True, (True, "true"))
         conf = client_config(conf, "producer")
+        # The client first: it rejects bad settings with its own error before
+        # anything is started.
+        self._producer = Producer(conf)
         shared = _shared(opts, conf)
-        try:
-            self._producer = Producer(conf)
-        except KafkaException as e:
-            shared.release()
-            raise ConfigError(f"OrderedProducer: {e.args[0].str() if e.args else e}") from e
-        except BaseException:
-            shared.release()
-            raise
         self._port = _ProducerPort(self._producer)
         self._shared = shared
         self._core = RegisteringCore(self._port, shared, opts)
@@ -365,15 +360,13 @@ class OrderedConsumer:
         conf["enable.auto.offset.store"] = False
         conf = client_config(conf, "consumer")
         self._cooperative = "cooperative" in str(conf.get("partition.assignment.strategy", ""))
-        shared = _shared(opts, conf)
+        consumer = Consumer(conf)  # rejects bad settings with its own error
         try:
-            self._consumer = Consumer(conf)
-        except KafkaException as e:
-            shared.release()
-            raise ConfigError(f"OrderedConsumer: {e.args[0].str() if e.args else e}") from e
+            shared = _shared(opts, conf)
         except BaseException:
-            shared.release()
+            consumer.close()
             raise
+        self._consumer = consumer
         self._shared = shared
         options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto.offset.reset", "latest")))
         self._core = GatingCore(_ConsumerPort(self._consumer, options.timeout), shared.follower, shared.offsets,

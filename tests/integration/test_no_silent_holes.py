@@ -120,3 +120,56 @@ def test_a_key_that_moves_twice_cannot_overtake_itself(
     assert b"A" in seen and b"B" in got
     gate6 = producer.registrations[-1].gates[6]
     assert gate6[1].get(0, -1) >= 1, f"the gate on p6 also waits for p0 (A): {gate6}"
+
+
+def test_internal_clients_get_the_whole_config(ordered_config: Dict[str, Any], topic: str,
+                                               admin: LayoutAdmin) -> None:
+    """``debug`` and ``logger`` (and every other client-level key) reach the
+    internal layout-log clients too, not only the application's client."""
+    import logging
+
+    admin.create_topic(topic, 2)
+    records: List[logging.LogRecord] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger(f"test.librdkafka.{topic}")
+    logger.addHandler(Collect())
+    logger.setLevel(logging.DEBUG)
+    with OrderedProducer({**ordered_config, "debug": "metadata", "logger": logger}) as producer:
+        producer.produce(topic, b"v", KEYS[0])
+        producer.flush(10)
+        time.sleep(0.5)
+    assert any("rdkafka#consumer" in r.getMessage() for r in records), \
+        "the layout-log follower's consumer did not use the application's debug/logger settings"
+
+
+def test_librdkafka_logs_go_through_logging_and_closed_clients_are_silent(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, unique: Callable[[str], str]
+) -> None:
+    import logging
+
+    from kafka_ordered import EmbeddedBroker  # moves to kafka_ordered.testing
+
+    broker = EmbeddedBroker().start()
+    conf = {"bootstrap.servers": broker.bootstrap_servers, "ordered.metadata.timeout.ms": 3000}
+    with caplog.at_level(logging.INFO, logger="kafka_ordered"):
+        admin = LayoutAdmin(conf)
+        admin.create_topic(unique("t"), 2)
+        producer = OrderedProducer(conf)
+        consumer = OrderedConsumer({**conf, "group.id": unique("g")})
+        broker.stop()
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            producer.poll(0.1)
+            consumer.poll(0.1)
+        producer.close(0)
+        consumer.close()
+        admin.close()
+    assert any(r.name.startswith("kafka_ordered.librdkafka") for r in caplog.records), \
+        "librdkafka's log did not reach the kafka_ordered loggers"
+    capfd.readouterr()
+    time.sleep(1.5)
+    assert "rdkafka#" not in capfd.readouterr().err, "a closed client still writes to stderr"
