@@ -28,7 +28,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from . import _log
 from ._gating import GatingCore, GatingOptions
 from ._ports import TP
-from ._registering import RegisteringCore, RegistrationRecord, TopicState
+from ._registering import RegisteringCore, RegistrationRecord
 from .config import CONSUMER_OPTIONS, PRODUCER_OPTIONS, client_config, forced, split_config, truthy
 from ._kafka import translate
 from .errors import ConfigError, PartitionOverrideError

@@ -20,7 +20,7 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
         "kafka_ordered.kafka_python needs kafka-python: pip install 'kafka-ordered[kafka-python]'"
     ) from e
 
-from ..assignor import OrderedAssignor
+from ._assignor import OrderedAssignor
 from ._consumer import OrderedKafkaConsumer
 from ._producer import BufferedRecordFuture, OrderedKafkaProducer
 

@@ -15,7 +15,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 from .. import _log
 from .._gating import GatingCore, GatingOptions
 from .._ports import TP
-from ..assignor import OrderedAssignor, register_layouts, unregister_layouts
+from ._assignor import OrderedAssignor, register_layouts, unregister_layouts
 from ..config import CONSUMER_OPTIONS, kafka_python_connection_config, split_config, truthy
 from ..errors import ConfigError
 from ..gates import GateStatus, reset_policy

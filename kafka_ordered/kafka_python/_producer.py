@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from types import TracebackType
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple, Type
+from typing import Any, List, Mapping, Optional, Set, Tuple, Type
 
 from kafka import KafkaProducer
 from kafka.errors import IllegalStateError, KafkaTimeoutError

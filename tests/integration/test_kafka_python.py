@@ -15,7 +15,7 @@ from kafka.structs import TopicPartition
 
 from kafka_ordered import ConfigError, PartitionOverrideError
 from kafka_ordered.admin import LayoutAdmin
-from kafka_ordered.assignor import assign_partitions
+from kafka_ordered.assignment import assign_partitions
 from kafka_ordered.broker import FAST_GROUP_CONFIG_KAFKA_PYTHON
 from kafka_ordered.kafka_python import BufferedRecordFuture, OrderedKafkaConsumer, OrderedKafkaProducer
 from kafka_ordered.layout import Layout

@@ -12,12 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafka_ordered.assignor import (
-    OrderedAssignor,
-    assign_partitions,
-    register_layouts,
-    unregister_layouts,
-)
+from kafka_ordered.assignment import assign_partitions
+from kafka_ordered.kafka_python import OrderedAssignor
+from kafka_ordered.kafka_python._assignor import register_layouts, unregister_layouts
 from kafka_ordered.layout import Layout
 
 FAST = settings(deadline=None, max_examples=150)

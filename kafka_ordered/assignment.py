@@ -19,22 +19,18 @@ relation, like a round robin. The result is deterministic: member order in
 the input does not matter, ties are broken by the member's load over the
 topics assigned so far, then by member id.
 
-:class:`OrderedAssignor` adapts it to kafka-python's
-``AbstractPartitionAssignor`` (``partition_assignment_strategy``); it reads
-layouts from the layout followers registered in this process by
-:class:`kafka_ordered.kafka_python.OrderedKafkaConsumer` (or from the follower
-it was constructed with).
+:class:`kafka_ordered.kafka_python.OrderedAssignor` adapts it to
+kafka-python's ``AbstractPartitionAssignor`` (``partition_assignment_strategy``).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .layout import Layout
 
-__all__ = ["assign_partitions", "OrderedAssignor", "register_layouts", "unregister_layouts"]
+__all__ = ["assign_partitions"]
 
 log = logging.getLogger("kafka_ordered.assignor")
 
@@ -282,105 +278,3 @@ def assign_partitions(
             if ps:
                 result[mem][topic] = ps
     return result
-
-
-# -- kafka-python adapter -----------------------------------------------------
-
-LayoutSource = Callable[[str], Optional[Layout]]
-
-_registry_lock = threading.Lock()
-_registry: Dict[Tuple[str, str], List[Any]] = {}
-
-
-def register_layouts(bootstrap: str, layout_topic: str, follower: Any) -> None:
-    """Make ``follower`` (a :class:`~kafka_ordered.layout_log.LayoutFollower`)
-    visible to :class:`OrderedAssignor` instances that were not given one."""
-    with _registry_lock:
-        _registry.setdefault((bootstrap, layout_topic), []).append(follower)
-
-
-def unregister_layouts(bootstrap: str, layout_topic: str, follower: Any) -> None:
-    with _registry_lock:
-        lst = _registry.get((bootstrap, layout_topic), [])
-        if follower in lst:
-            lst.remove(follower)
-        if not lst:
-            _registry.pop((bootstrap, layout_topic), None)
-
-
-def _registered_layout(topic: str) -> Optional[Layout]:
-    with _registry_lock:
-        followers = [f for lst in _registry.values() for f in lst]
-    best: Optional[Layout] = None
-    for f in followers:
-        lay = f.history.current(topic)
-        if lay is not None and (best is None or lay.epoch > best.epoch):
-            best = lay
-    return best
-
-
-try:  # kafka-python is optional for the rest of the package
-    from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor as _Base
-    from kafka.coordinator.assignors.abstract import ConsumerProtocolAssignment, ConsumerProtocolSubscription
-except ImportError:  # pragma: no cover
-    _Base = object  # type: ignore[assignment,misc]
-
-
-class OrderedAssignor(_Base):  # type: ignore[misc,valid-type]
-    """kafka-python ``partition_assignment_strategy`` entry (protocol name
-    ``"ordered"``) running :func:`assign_partitions`.
-
-    ``OrderedAssignor(follower)`` reads layouts from that layout follower
-    (anything with ``.history.current(topic)``) or from a callable
-    ``topic -> Layout | None``; without one (also when the class itself is
-    listed) it uses the followers registered in this process by
-    ``OrderedKafkaConsumer``. Topics without a known layout are spread
-    evenly (round-robin-like). Every member of the group must list it.
-    """
-
-    name = "ordered"
-    version = 0
-
-    def __init__(self, layouts: Any = None) -> None:
-        self._source = layouts
-
-    def _layout(self, topic: str) -> Optional[Layout]:
-        src = self._source
-        if src is None:
-            return _registered_layout(topic)
-        if callable(src):
-            return src(topic)
-        return src.history.current(topic)
-
-    def assign(self, cluster: Any, members: Sequence[Any]) -> Dict[str, Any]:
-        subs: Dict[str, Set[str]] = {}
-        ids: List[str] = []
-        for member in members:
-            ids.append(member.member_id)
-            subs[member.member_id] = set(member.metadata.topics)
-        counts: Dict[str, int] = {}
-        layouts: Dict[str, Layout] = {}
-        for topic in sorted(set().union(*subs.values()) if subs else ()):
-            ps = cluster.partitions_for_topic(topic)
-            if not ps:
-                log.warning("no partition metadata for topic %s", topic)
-                continue
-            counts[topic] = max(ps) + 1
-            try:
-                lay = self._layout(topic)
-            except Exception as e:  # never fail a rebalance over the layout view
-                log.warning("layout of %s unavailable for assignment (%s); spreading evenly", topic, e)
-                lay = None
-            if lay is not None and lay.topic == topic:
-                layouts[topic] = lay
-        plan = assign_partitions(ids, counts, layouts, subs)
-        return {
-            mid: ConsumerProtocolAssignment(self.version, sorted(plan.get(mid, {}).items()), b"")
-            for mid in ids
-        }
-
-    def metadata(self, topics: Iterable[str]) -> Any:
-        return ConsumerProtocolSubscription(self.version, list(topics), b"")
-
-    def on_assignment(self, assignment: Any, generation: int) -> None:
-        pass
