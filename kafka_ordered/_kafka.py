@@ -106,11 +106,12 @@ class OffsetReader:
     thread-safe; one instance per caller thread.
     """
 
-    def __init__(self, conn: Mapping[str, Any], timeout: float = 10.0) -> None:
+    def __init__(self, conn: Mapping[str, Any], timeout: float = 10.0, *, admin: Optional[AdminClient] = None) -> None:
+        """``admin``: an AdminClient to share (else one of its own, made on first use)."""
         self.timeout = timeout
         self._conn = dict(conn)
         self._consumer: Optional[Consumer] = None
-        self._admin: Optional[AdminClient] = None
+        self._admin: Optional[AdminClient] = admin
         self._known_topics: set = set()
         self._lock = threading.Lock()
 

@@ -13,7 +13,7 @@ import logging
 import threading
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ._kafka import OffsetReader
+from ._kafka import OffsetReader, new_admin
 from .config import connection_identity
 from .history import CorruptPolicy, LayoutHistory
 from .layout_log import LayoutFollower, LayoutLog
@@ -30,12 +30,13 @@ class Shared:
     (connection, layout topic, corrupt policy) in this process."""
 
     def __init__(self, key: _Key, conn: Mapping[str, Any], topic: str, follower: LayoutFollower,
-                 timeout: float) -> None:
+                 timeout: float, admin: Any) -> None:
         self.key = key
         self.topic = topic
         self.follower = follower
         self.timeout = timeout
         self._conn = dict(conn)
+        self.admin = admin  # the one AdminClient of this set
         self._refs = 1
         self._writer: Optional[LayoutLog] = None
         self._offsets: Optional[OffsetReader] = None
@@ -50,7 +51,7 @@ class Shared:
         """The layout-log writer (created and connected on first use)."""
         with self._lock:
             if self._writer is None:
-                w = LayoutLog(self._conn, self.topic, timeout=self.timeout)
+                w = LayoutLog(self._conn, self.topic, timeout=self.timeout, admin=self.admin)
                 try:
                     w.warm_up()
                 except BaseException:
@@ -64,7 +65,7 @@ class Shared:
         """The offset reader (thread-safe; shared by every client of the process)."""
         with self._lock:
             if self._offsets is None:
-                self._offsets = OffsetReader(self._conn, self.timeout)
+                self._offsets = OffsetReader(self._conn, self.timeout, admin=self.admin)
             return self._offsets
 
     def release(self) -> None:
@@ -107,14 +108,15 @@ def acquire(conn: Mapping[str, Any], topic: str, *, corrupt_policy: CorruptPolic
         if shared is not None:
             shared._refs += 1
             return shared
+        admin = new_admin(conn)
         follower = LayoutFollower(conn, topic, poll_interval_ms=poll_interval_ms, corrupt_policy=corrupt_policy,
-                                  timeout=timeout, create=create)
+                                  timeout=timeout, create=create, admin=admin)
         try:
             follower.start()
         except BaseException:
             follower.close()
             raise
-        shared = _registry[key] = Shared(key, conn, topic, follower, timeout)
+        shared = _registry[key] = Shared(key, conn, topic, follower, timeout, admin)
         return shared
 
 

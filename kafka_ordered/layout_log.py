@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from ._kafka import new_admin, partition_count, translate
 from .config import DEFAULT_LAYOUT_TOPIC, internal_config
@@ -54,11 +54,13 @@ class LayoutLog:
     all in-sync replicas, or raises :class:`LayoutLogUnwritableError`.
     """
 
-    def __init__(self, conn: Mapping[str, Any], topic: str = DEFAULT_LAYOUT_TOPIC, *, timeout: float = 10.0) -> None:
+    def __init__(self, conn: Mapping[str, Any], topic: str = DEFAULT_LAYOUT_TOPIC, *, timeout: float = 10.0,
+                 admin: Optional[AdminClient] = None) -> None:
+        """``admin``: an AdminClient to share (else one of its own)."""
         self.topic = topic
         self.timeout = timeout
         self._conn = dict(conn)
-        self._admin = new_admin(self._conn)
+        self._admin = admin if admin is not None else new_admin(self._conn)
         self._producer: Optional[Producer] = None
         self._lock = threading.Lock()
 
@@ -225,7 +227,9 @@ class LayoutFollower:
         corrupt_policy: CorruptPolicy = "skip",
         timeout: float = 10.0,
         create: bool = True,
+        admin: Optional[AdminClient] = None,
     ) -> None:
+        """``admin``: an AdminClient to share (else one of its own)."""
         self.topic = topic
         self.timeout = timeout
         self.poll_interval = poll_interval_ms / 1000.0
@@ -237,7 +241,7 @@ class LayoutFollower:
         self.fatal: Optional[LayoutLogError] = None
         self._conn = dict(conn)
         self._consumer: Optional[Consumer] = None
-        self._admin = new_admin(self._conn)
+        self._admin = admin if admin is not None else new_admin(self._conn)
         self._tp = TopicPartition(topic, 0)
         self._lock = threading.Lock()
         self._listeners: List[Callable[[], None]] = []
@@ -249,7 +253,7 @@ class LayoutFollower:
         following. Raises :class:`BrokerUnavailableError`, :class:`LayoutLogError`."""
         if self._thread is not None:
             return self
-        LayoutLog(self._conn, self.topic, timeout=self.timeout).ensure(create=self.create)
+        LayoutLog(self._conn, self.topic, timeout=self.timeout, admin=self._admin).ensure(create=self.create)
         self._consumer = Consumer(
             {
                 **internal_config(self._conn, "consumer"),
