@@ -484,10 +484,14 @@ class GatingCore:
     # -- delivering
 
     def watched(self) -> Set[TP]:
-        """Partitions whose records need a per-record decision."""
+        """Owned partitions whose records need a per-record decision: a closed
+        gate, a hold, or (with a listener) an opened gate not yet announced.
+        Empty once this member's transitions are passed, so the adapters'
+        fetch path is then the same as on a topic that never changed."""
         if not self.opts.gating:
             return set()
-        return set(self.keeper.watched()) | self._held
+        gated = self.keeper.watched() if self.listener is not None else self.keeper.closed_partitions()
+        return {tp for tp in gated if tp in self._owned} | self._held
 
     def admit(self, tp: TP, offset: int) -> bool:
         """Decide one record of a watched partition: True to deliver (after

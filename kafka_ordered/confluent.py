@@ -543,9 +543,11 @@ class OrderedConsumer:
                     if not watched:
                         out.extend(raw)
                     else:
+                        numbers = {p for _, p in watched}
                         for i, m in enumerate(raw):
-                            if m.error() is None:
-                                tp = _tp(m)
+                            p = m.partition()
+                            if p in numbers and m.error() is None:
+                                tp = (m.topic(), p)
                                 if tp in watched and not core.admit(tp, m.offset()):  # type: ignore[arg-type]
                                     continue
                             out.append(m)
