@@ -454,3 +454,22 @@ def test_partition_held_across_a_rebalance_is_delivered_after_it(
     while time.monotonic() < deadline and not any(r.partition == 2 for r in got):
         got += [r for rs in member.poll(timeout_ms=50).values() for r in rs]
     assert any(r.partition == 2 and r.value == b"2" for r in got), "p2 stayed paused after the rebalance"
+
+
+def test_refused_record_during_a_switch_fails_alone(layout_admin: LayoutAdmin, topic: str,
+                                                    make_producer: Callable[..., OrderedKafkaProducer]) -> None:
+    """A record the client refuses (too large) while a switch buffers sends
+    fails alone; later records are delivered and the switch completes
+    (issue 10, item 2)."""
+    from kafka.errors import MessageSizeTooLargeError
+
+    layout_admin.create_topic(topic, 2, 4)
+    p = make_producer(max_request_size=10_000)
+    p.send(topic, key=KEYS[0], value=b"v").get(10)
+    layout_admin.expand(topic, 3)
+    wait_for_epoch(p, topic, 2)
+    with pytest.raises(MessageSizeTooLargeError):
+        p.send(topic, key=KEYS[1], value=b"x" * 20_000).get(10)
+    futs = [p.send(topic, key=k, value=b"ok") for k in KEYS[2:12]]
+    p.flush(10)
+    assert all(f.get(10).offset >= 0 for f in futs)
