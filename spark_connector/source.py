@@ -22,6 +22,7 @@ import time
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -41,11 +42,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kafka_ordered._kafka import OffsetReader, new_admin, translate
-from kafka_ordered.config import connection_config
-from kafka_ordered.errors import ConfigError, UnknownTopicError
+from kafka_ordered.config import internal_config
+from kafka_ordered.errors import BrokerUnavailableError, ConfigError, KafkaOrderedError, UnknownTopicError
 from kafka_ordered.history import Gate
 from kafka_ordered.layout_log import LayoutFollower
+from kafka_ordered.offsets import OffsetReader
 
 from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions, parse_options
 from .planning import (
@@ -116,8 +117,8 @@ class _Runtime:
         self.opts = opts
         self.timeout = opts.timeout_s
         self.conn: Dict[str, Any] = {"isolation.level": "read_uncommitted", **opts.conn}
-        self.link = connection_config(self.conn)
-        self.admin = new_admin(self.link)
+        self.link = internal_config(self.conn, "consumer")
+        self.admin = AdminClient({"log_level": 3, **internal_config(self.conn, "producer")})
         self.offsets = OffsetReader(self.conn, self.timeout)
         self.offsets.warm_up()  # else the first end-offset read waits ~0.5 s for metadata
         self.follower = LayoutFollower(
@@ -134,8 +135,12 @@ class _Runtime:
     def _metadata(self) -> Dict[str, int]:
         try:
             md = self.admin.list_topics(timeout=self.timeout)
-        except KafkaException as e:
-            raise translate(e, "reading cluster metadata") from e
+        except KafkaException as e:  # list_topics fails only when no broker answers in time
+            err = e.args[0]
+            raise BrokerUnavailableError(
+                f"reading cluster metadata: broker unavailable ({err.str()}); check kafka.bootstrap.servers",
+                code=err.code(),
+            ) from e
         return {t: len(tm.partitions) for t, tm in md.topics.items() if tm.error is None and tm.partitions}
 
     def partitions(self) -> List[TP]:
@@ -207,7 +212,8 @@ class _Runtime:
                 [TopicPartition(t, p, ts) for (t, p), ts in wanted.items()], timeout=self.timeout
             )
         except KafkaException as e:
-            raise translate(e, "looking up offsets by timestamp", api="ListOffsets") from e
+            err = e.args[0]
+            raise KafkaOrderedError(f"looking up offsets by timestamp: {err.str()}", code=err.code()) from e
         return {(r.topic, r.partition): r.offset for r in res}
 
     def resolve(self, spec: OffsetSpec, tps: Sequence[TP], name: str) -> Dict[TP, int]:
