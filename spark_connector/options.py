@@ -29,6 +29,7 @@ __all__ = [
     "LATEST",
     "SHARED_ORDERED_OPTIONS",
     "ORDERED_OPTIONS",
+    "REQUIRE_MANAGED",
 ]
 
 #: Offsets in a JSON offset spec with a special meaning (as in Spark's Kafka source).
@@ -57,8 +58,14 @@ SHARED_ORDERED_OPTIONS: Tuple[str, ...] = (
     "ordered.metadata.timeout.ms",
 )
 
+#: ``ordered.require.managed`` (Spark source only, default true): every topic
+#: read through ``subscribe``/``subscribePattern`` must be managed (have a
+#: layout in the layout log); ``false`` reads unmanaged topics too, in offset
+#: order like Spark's built-in source.
+REQUIRE_MANAGED = "ordered.require.managed"
+
 #: Every ``ordered.*`` key the source accepts.
-ORDERED_OPTIONS: Tuple[str, ...] = SHARED_ORDERED_OPTIONS
+ORDERED_OPTIONS: Tuple[str, ...] = SHARED_ORDERED_OPTIONS + (REQUIRE_MANAGED,)
 
 _BOOL = {"true": True, "false": False}
 
@@ -188,7 +195,12 @@ def _position(opts: Mapping[str, str], prefix: str, default: str, *, allow_earli
 
 @dataclass(frozen=True)
 class SourceOptions:
-    """Parsed options; everything picklable."""
+    """Parsed options; everything picklable.
+
+    ``layout_topic`` must exist (the source never creates it);
+    ``require_managed`` says whether subscribed topics without a layout are
+    an error (true, the default) or read in offset order without gates.
+    """
 
     conn: Mapping[str, Any]  # librdkafka config of every client the source creates
     subscribe: Tuple[str, ...]
@@ -209,6 +221,7 @@ class SourceOptions:
     gating: bool
     corrupt_policy: str
     metadata_timeout_ms: int
+    require_managed: bool
 
     @property
     def timeout_s(self) -> float:
@@ -331,4 +344,5 @@ def parse_options(raw: Mapping[str, Any], *, streaming: Optional[bool]) -> Sourc
         gating=shared["ordered.gating"],
         corrupt_policy=shared["ordered.layout.corrupt.policy"],
         metadata_timeout_ms=shared["ordered.metadata.timeout.ms"],
+        require_managed=_bool(REQUIRE_MANAGED, opts.get(REQUIRE_MANAGED), True),
     )
