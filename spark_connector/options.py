@@ -3,6 +3,11 @@
 Names and meanings follow Spark's built-in Kafka source where they apply;
 ``ordered.*`` options are ours. Spark hands options over case-insensitively
 (lower-cased keys); every value is a string.
+
+The ``ordered.*`` keys the source shares with the clients
+(:data:`SHARED_ORDERED_OPTIONS`) are parsed by :mod:`kafka_ordered.config`
+(:func:`~kafka_ordered.config.split_config`), so they accept the same values
+and have the same defaults everywhere. Spark's own options are parsed here.
 """
 
 from __future__ import annotations
@@ -12,10 +17,20 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from kafka_ordered.config import DEFAULT_LAYOUT_TOPIC
+from kafka_ordered.config import split_config
 from kafka_ordered.errors import ConfigError
 
-__all__ = ["SourceOptions", "parse_options", "OffsetSpec", "parse_duration_ms", "EARLIEST", "LATEST"]
+__all__ = [
+    "SourceOptions",
+    "parse_options",
+    "OffsetSpec",
+    "parse_duration_ms",
+    "EARLIEST",
+    "LATEST",
+    "SHARED_ORDERED_OPTIONS",
+    "ORDERED_OPTIONS",
+    "REQUIRE_MANAGED",
+]
 
 #: Offsets in a JSON offset spec with a special meaning (as in Spark's Kafka source).
 EARLIEST = -2
@@ -34,12 +49,23 @@ _REFUSED_KAFKA = {
     "enable.partition.eof": "the source needs partition EOF events to stop at end offsets",
 }
 
-_ORDERED_OPTIONS = (
+#: ``ordered.*`` keys the source shares with the clients; parsed (values and
+#: defaults) by :func:`kafka_ordered.config.split_config`.
+SHARED_ORDERED_OPTIONS: Tuple[str, ...] = (
     "ordered.layout.topic",
     "ordered.gating",
     "ordered.layout.corrupt.policy",
     "ordered.metadata.timeout.ms",
 )
+
+#: ``ordered.require.managed`` (Spark source only, default true): every topic
+#: read through ``subscribe``/``subscribePattern`` must be managed (have a
+#: layout in the layout log); ``false`` reads unmanaged topics too, in offset
+#: order like Spark's built-in source.
+REQUIRE_MANAGED = "ordered.require.managed"
+
+#: Every ``ordered.*`` key the source accepts.
+ORDERED_OPTIONS: Tuple[str, ...] = SHARED_ORDERED_OPTIONS + (REQUIRE_MANAGED,)
 
 _BOOL = {"true": True, "false": False}
 
@@ -169,7 +195,12 @@ def _position(opts: Mapping[str, str], prefix: str, default: str, *, allow_earli
 
 @dataclass(frozen=True)
 class SourceOptions:
-    """Parsed options; everything picklable."""
+    """Parsed options; everything picklable.
+
+    ``layout_topic`` must exist (the source never creates it);
+    ``require_managed`` says whether subscribed topics without a layout are
+    an error (true, the default) or read in offset order without gates.
+    """
 
     conn: Mapping[str, Any]  # librdkafka config of every client the source creates
     subscribe: Tuple[str, ...]
@@ -190,6 +221,7 @@ class SourceOptions:
     gating: bool
     corrupt_policy: str
     metadata_timeout_ms: int
+    require_managed: bool
 
     @property
     def timeout_s(self) -> float:
@@ -287,14 +319,10 @@ def parse_options(raw: Mapping[str, Any], *, streaming: Optional[bool]) -> Sourc
 
     # -- ours
     for k in opts:
-        if k.startswith("ordered.") and k not in _ORDERED_OPTIONS:
-            raise ConfigError(f"unknown option {k!r}; the kafka_ordered source accepts: {', '.join(_ORDERED_OPTIONS)}")
-    layout_topic = str(opts.get("ordered.layout.topic", DEFAULT_LAYOUT_TOPIC)).strip()
-    if not layout_topic:
-        raise ConfigError("option ordered.layout.topic must not be empty")
-    policy = str(opts.get("ordered.layout.corrupt.policy", "skip")).lower()
-    if policy not in ("skip", "refuse"):
-        raise ConfigError(f"option ordered.layout.corrupt.policy must be 'skip' or 'refuse', got {policy!r}")
+        if k.startswith("ordered.") and k not in ORDERED_OPTIONS:
+            raise ConfigError(f"unknown option {k!r}; the kafka_ordered source accepts: {', '.join(ORDERED_OPTIONS)}")
+    given_shared = {k: v for k, v in opts.items() if k in SHARED_ORDERED_OPTIONS}
+    shared, _ = split_config(given_shared, SHARED_ORDERED_OPTIONS, "the kafka_ordered source")
 
     return SourceOptions(
         conn=conn,
@@ -312,8 +340,9 @@ def parse_options(raw: Mapping[str, Any], *, streaming: Optional[bool]) -> Sourc
         poll_timeout_ms=_pos_int("kafkaConsumer.pollTimeoutMs", opts.get("kafkaconsumer.polltimeoutms")) or 120_000,
         min_partitions=_pos_int("minPartitions", opts.get("minpartitions")),
         max_records_per_partition=_pos_int("maxRecordsPerPartition", opts.get("maxrecordsperpartition")),
-        layout_topic=layout_topic,
-        gating=_bool("ordered.gating", opts.get("ordered.gating"), True),
-        corrupt_policy=policy,
-        metadata_timeout_ms=_pos_int("ordered.metadata.timeout.ms", opts.get("ordered.metadata.timeout.ms")) or 10_000,
+        layout_topic=shared["ordered.layout.topic"],
+        gating=shared["ordered.gating"],
+        corrupt_policy=shared["ordered.layout.corrupt.policy"],
+        metadata_timeout_ms=shared["ordered.metadata.timeout.ms"],
+        require_managed=_bool(REQUIRE_MANAGED, opts.get(REQUIRE_MANAGED), True),
     )

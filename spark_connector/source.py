@@ -12,6 +12,23 @@ record depends on was appended before that record, hence before the sync).
 Everything driver-side (layout follower, offset reader, admin client) lives
 in a lazily created runtime that is never pickled; executors read their
 range with their own consumer.
+
+The source never creates a topic, and never falls back to reading ungated
+without being told to. Both checks need the broker, so they run when the
+query starts (a streaming query's first planning, which fails the query; a
+batch read's action such as ``collect()``), not at ``load()``:
+
+- the layout log named by ``ordered.layout.topic`` must exist, else
+  :class:`LayoutTopicNotFoundError` (a ``ConfigError`` and a
+  ``LayoutLogError``) naming the option and its value;
+- every topic read through ``subscribe``/``subscribePattern`` must have a
+  layout in that log, else :class:`~kafka_ordered.errors.TopicNotManagedError`
+  naming the topic and the fixes (``kafka-ordered adopt``, or
+  ``ordered.require.managed=false`` to read it in offset order like Spark's
+  built-in source). A topic that starts matching ``subscribePattern`` while
+  the query runs is held out of the batches for up to
+  ``ordered.metadata.timeout.ms`` (its layout may be appended just after the
+  topic is created) before the error is raised.
 """
 
 from __future__ import annotations
@@ -19,9 +36,10 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -41,11 +59,18 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kafka_ordered._kafka import OffsetReader, new_admin, translate
-from kafka_ordered.config import connection_config
-from kafka_ordered.errors import ConfigError, UnknownTopicError
+from kafka_ordered.config import DEFAULT_LAYOUT_TOPIC, internal_config
+from kafka_ordered.errors import (
+    BrokerUnavailableError,
+    ConfigError,
+    KafkaOrderedError,
+    LayoutLogError,
+    TopicNotManagedError,
+    UnknownTopicError,
+)
 from kafka_ordered.history import Gate
 from kafka_ordered.layout_log import LayoutFollower
+from kafka_ordered.offsets import OffsetReader
 
 from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions, parse_options
 from .planning import (
@@ -61,7 +86,13 @@ from .planning import (
 )
 from .reading import DataLossError, KafkaRange, read_range, reader_config
 
-__all__ = ["KafkaOrderedDataSource", "KafkaOrderedStreamReader", "KafkaOrderedBatchReader", "kafka_schema"]
+__all__ = [
+    "KafkaOrderedDataSource",
+    "KafkaOrderedStreamReader",
+    "KafkaOrderedBatchReader",
+    "LayoutTopicNotFoundError",
+    "kafka_schema",
+]
 
 NAME = "kafka_ordered"
 
@@ -95,7 +126,9 @@ class KafkaOrderedDataSource(DataSource):
         return NAME
 
     def schema(self) -> StructType:
-        # Runs at load(): option errors surface there.
+        """Runs at ``load()``: errors in the options alone (:class:`ConfigError`)
+        surface there; errors that need the broker (missing layout log,
+        unmanaged or unknown topics) when the query starts."""
         opts = parse_options(self.options, streaming=None)
         return kafka_schema(opts.include_headers)
 
@@ -109,38 +142,98 @@ class KafkaOrderedDataSource(DataSource):
 # ---------------------------------------------------------------- driver side
 
 
+class LayoutTopicNotFoundError(ConfigError, LayoutLogError):
+    """The layout log named by ``ordered.layout.topic`` does not exist (the
+    source never creates it: a misspelt name must not read ungated)."""
+
+
+def _not_managed(topics: Sequence[str], layout_topic: str) -> TopicNotManagedError:
+    names = ", ".join(topics)
+    which = f"topic {names} is" if len(topics) == 1 else f"topics {names} are"
+    adopt = " ".join(f"`kafka-ordered adopt {t} --layout-topic {layout_topic}`" for t in topics)
+    return TopicNotManagedError(
+        f"{which} not managed by kafka-ordered (no layout in the layout log {layout_topic}, option "
+        f"ordered.layout.topic), so the kafka_ordered source cannot keep per-key order across partition changes. "
+        f"Adopt it ({adopt}, or LayoutAdmin.adopt), check ordered.layout.topic, or set "
+        "ordered.require.managed=false to read unmanaged topics on purpose, in offset order like Spark's "
+        "built-in Kafka source."
+    )
+
+
 class _Runtime:
-    """Broker clients of the driver (or the batch planner); never pickled."""
+    """Broker clients of the driver (or the batch planner); never pickled.
+
+    Creating it checks the layout log: raises
+    :class:`LayoutTopicNotFoundError` when ``ordered.layout.topic`` does not
+    exist (nothing is created), :class:`~kafka_ordered.errors.UnsafeLayoutLogError`
+    when it can lose records, :class:`~kafka_ordered.errors.BrokerUnavailableError`
+    when no broker answers. A failed constructor closes what it opened.
+    """
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self.timeout = opts.timeout_s
         self.conn: Dict[str, Any] = {"isolation.level": "read_uncommitted", **opts.conn}
-        self.link = connection_config(self.conn)
-        self.admin = new_admin(self.link)
-        self.offsets = OffsetReader(self.conn, self.timeout)
-        self.offsets.warm_up()  # else the first end-offset read waits ~0.5 s for metadata
+        self.link = internal_config(self.conn, "consumer")
+        self._ts_consumer: Optional[Consumer] = None
+        # Topics read by the first planning, and since when each topic has
+        # been seen without a layout (grace for later subscribePattern matches).
+        self._initial_topics: Optional[Set[str]] = None
+        self._unmanaged_since: Dict[str, float] = {}
         self.follower = LayoutFollower(
             self.link,
             opts.layout_topic,
             poll_interval_ms=1000,
             corrupt_policy=opts.corrupt_policy,  # type: ignore[arg-type]
             timeout=self.timeout,
-        ).start()
-        self._ts_consumer: Optional[Consumer] = None
+            create=False,
+        )
+        try:
+            self.follower.start()
+        except UnknownTopicError as e:
+            self.follower.close()
+            raise LayoutTopicNotFoundError(
+                f"option ordered.layout.topic={opts.layout_topic!r}: the layout log topic {opts.layout_topic} does "
+                f"not exist (bootstrap {self.conn.get('bootstrap.servers')}). The kafka_ordered source never "
+                "creates topics: set ordered.layout.topic to the layout log your producers and `kafka-ordered` "
+                f"use (default {DEFAULT_LAYOUT_TOPIC}), or create it by putting a topic under management "
+                "(`kafka-ordered create` / `kafka-ordered adopt`)."
+            ) from e
+        except BaseException:
+            self.follower.close()
+            raise
+        self.offsets = OffsetReader(self.conn, self.timeout)
+        try:
+            self.admin = AdminClient({"log_level": 3, **internal_config(self.conn, "producer")})
+            self.offsets.warm_up()  # else the first end-offset read waits ~0.5 s for metadata
+        except BaseException:
+            self.close()
+            raise
 
     # -- topics and partitions
 
     def _metadata(self) -> Dict[str, int]:
         try:
             md = self.admin.list_topics(timeout=self.timeout)
-        except KafkaException as e:
-            raise translate(e, "reading cluster metadata") from e
+        except KafkaException as e:  # list_topics fails only when no broker answers in time
+            err = e.args[0]
+            raise BrokerUnavailableError(
+                f"reading cluster metadata: broker unavailable ({err.str()}); check kafka.bootstrap.servers",
+                code=err.code(),
+            ) from e
         return {t: len(tm.partitions) for t, tm in md.topics.items() if tm.error is None and tm.partitions}
 
     def partitions(self) -> List[TP]:
         """Every partition the query reads now (physical partitions of each
-        subscribed topic, draining and spare ones included)."""
+        subscribed topic, draining and spare ones included).
+
+        Raises :class:`~kafka_ordered.errors.UnknownTopicError` for a
+        subscribed or assigned topic that does not exist,
+        :class:`~kafka_ordered.errors.ConfigError` for ``assign`` on a
+        managed topic, and (``ordered.require.managed``, the default)
+        :class:`~kafka_ordered.errors.TopicNotManagedError` for a subscribed
+        topic without a layout (see the module docstring for the grace given
+        to topics that start matching ``subscribePattern`` later)."""
         opts = self.opts
         counts = self._metadata()
         history = self.follower.history
@@ -169,9 +262,34 @@ class _Runtime:
                     f"(bootstrap {self.conn.get('bootstrap.servers')})"
                 )
             topics = list(opts.subscribe)
+        if opts.require_managed:
+            topics = self._managed(topics)
+        if self._initial_topics is None:
+            self._initial_topics = set(topics)
         # Physical partitions as the metadata shows them (a partition the layout
         # names but the metadata does not show yet is picked up by a later batch).
         return [(t, p) for t in sorted(set(topics)) for p in range(counts[t])]
+
+    def _managed(self, topics: Sequence[str]) -> List[str]:
+        """``topics`` minus the pattern-matched unmanaged ones still within
+        their grace; raises :class:`TopicNotManagedError` for the others."""
+        history = self.follower.history
+        if all(history.current(t) is not None for t in topics):
+            return list(topics)
+        history = self.follower.sync()  # a layout appended before this call counts
+        unmanaged = [t for t in topics if history.current(t) is None]
+        if not unmanaged:
+            return list(topics)
+        now = time.monotonic()
+        failing = []
+        for t in unmanaged:
+            since = self._unmanaged_since.setdefault(t, now)
+            appeared_later = self._initial_topics is not None and t not in self._initial_topics
+            if self.opts.pattern is None or not appeared_later or now - since >= self.timeout:
+                failing.append(t)
+        if failing:
+            raise _not_managed(failing, self.opts.layout_topic)
+        return [t for t in topics if t not in unmanaged]
 
     def gates(self, topics: Sequence[str]) -> Dict[str, List[Gate]]:
         """Every gate of the managed ``topics``, from a view of the layout log
@@ -207,7 +325,8 @@ class _Runtime:
                 [TopicPartition(t, p, ts) for (t, p), ts in wanted.items()], timeout=self.timeout
             )
         except KafkaException as e:
-            raise translate(e, "looking up offsets by timestamp", api="ListOffsets") from e
+            err = e.args[0]
+            raise KafkaOrderedError(f"looking up offsets by timestamp: {err.str()}", code=err.code()) from e
         return {(r.topic, r.partition): r.offset for r in res}
 
     def resolve(self, spec: OffsetSpec, tps: Sequence[TP], name: str) -> Dict[TP, int]:
@@ -254,6 +373,7 @@ class _Runtime:
         return out
 
     def close(self) -> None:
+        """Close every client (best effort; never raises)."""
         for closer in (self.follower.close, self.offsets.close):
             try:
                 closer()

@@ -47,8 +47,9 @@ def _start_fails(spark: Any, options: Dict[str, str], tmp_path: Any, message: st
     assert not q.isActive
 
 
-def test_unknown_topic_fails_at_query_start(spark: Any, bootstrap: str, layout_topic: str,
+def test_unknown_topic_fails_at_query_start(spark: Any, bootstrap: str, layout_topic: str, managed: str,
                                             unique: Callable[[str], str], tmp_path: Any) -> None:
+    # ``managed`` makes the layout log exist: a missing one fails first (test_no_silent_fallback).
     missing = unique("missing")
     _start_fails(spark, {**_base(bootstrap, layout_topic), "subscribe": missing}, tmp_path,
                  f"topic\\(s\\) {missing} do not exist")

@@ -114,6 +114,14 @@ def test_bad_options(options: Dict[str, str], message: str) -> None:
         parse_options({"kafka.bootstrap.servers": "x:1", **options}, streaming=True)
 
 
+def test_require_managed_option() -> None:
+    base = {"kafka.bootstrap.servers": "x:1", "subscribe": "a"}
+    assert parse_options(base, streaming=True).require_managed is True
+    assert parse_options({**base, "ordered.require.managed": "FALSE"}, streaming=None).require_managed is False
+    with pytest.raises(ConfigError, match="ordered.require.managed must be true or false"):
+        parse_options({**base, "ordered.require.managed": "maybe"}, streaming=True)
+
+
 def test_missing_bootstrap() -> None:
     with pytest.raises(ConfigError, match="kafka.bootstrap.servers"):
         parse_options({"subscribe": "a"}, streaming=True)
