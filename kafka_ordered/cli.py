@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from .broker import BOOTSTRAP_ENV
+from ._environment import BOOTSTRAP_ENV
 from .errors import ConfigError, KafkaOrderedError
 
 __all__ = ["main"]
@@ -289,7 +289,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from .broker import EmbeddedBroker
+    from .testing import EmbeddedBroker
 
     with EmbeddedBroker(port=args.port) as broker:
         print(broker.bootstrap_servers, flush=True)
@@ -312,9 +312,27 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import main as demo_main
+    from .testing.demo import main as demo_main
 
     return demo_main(args)
+
+
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``demo`` options. Scenario sizes default to ``None``: the demo then
+    uses :class:`kafka_ordered.testing.demo.Scenario`'s defaults (so parsing
+    needs no import of the testing package)."""
+    p.add_argument("--bootstrap", "-b", default=os.environ.get(BOOTSTRAP_ENV),
+                   help="use this broker instead of starting an embedded one")
+    p.add_argument("--duration", type=float, help="seconds of producing per run")
+    p.add_argument("--producers", type=int)
+    p.add_argument("--keys", type=int)
+    p.add_argument("--rate", type=int, help="records/s per producer")
+    p.add_argument("--consumers", type=int)
+    p.add_argument("--consumer-rate", type=int, help="records/s each consumer processes")
+    p.add_argument("--layouts", default="4,5,6,8,6,8", help="initial count, then the layout changes")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--only", choices=["ordered", "plain"], help="run just one of the two")
+    p.add_argument("--json", action="store_true")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -406,9 +424,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.set_defaults(fn=cmd_broker)
 
     sp = sub.add_parser("demo", help="ordered vs plain clients through layout changes, on an embedded broker")
-    from .demo import add_arguments
-
-    add_arguments(sp)
+    _demo_arguments(sp)
     sp.set_defaults(fn=cmd_demo)
     return p
 

@@ -20,7 +20,7 @@ from kafka_ordered import (
     partition_for,
 )
 from kafka_ordered.cli import main as cli_main
-from kafka_ordered.oracle import decode_value
+from kafka_ordered.testing import decode_value
 
 from .support import produce_keys
 

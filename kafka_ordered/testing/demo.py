@@ -4,7 +4,7 @@ A scenario runs producer and consumer *processes* against one broker:
 producers write per-key sequence numbers while an admin changes the layout
 (e.g. 4 -> 5 -> 6 -> 8 -> 6 -> 8); one producer is restarted and one
 consumer is killed (SIGKILL) mid-run; consumers are throttled so that the
-group lags behind, as real groups do. The :mod:`kafka_ordered.oracle` then
+group lags behind, as real groups do. The :class:`~kafka_ordered.testing.OrderingOracle` then
 checks every delivery. The *plain* run uses confluent-kafka's own clients
 with Kafka's default partitioner over the current partition count.
 
@@ -28,10 +28,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
-from .broker import BOOTSTRAP_ENV, FAST_GROUP_CONFIG, EmbeddedBroker
-from .oracle import OracleReport, OrderingOracle, decode_value, encode_value
+from ._broker import FAST_GROUP_CONFIG, EmbeddedBroker
+from ._oracle import OracleReport, OrderingOracle, decode_value, encode_value
 
-__all__ = ["Scenario", "ScenarioResult", "run_scenario", "main", "add_arguments"]
+__all__ = ["Scenario", "ScenarioResult", "run_scenario", "main"]
 
 
 @dataclass(frozen=True)
@@ -81,15 +81,15 @@ class ScenarioResult:
         }
 
 
-# -- workers (run as `python -m kafka_ordered.demo worker-...`)
+# -- workers (run as `python -m kafka_ordered.testing.demo worker-...`)
 
 
 def _producer_worker(a: argparse.Namespace) -> int:
     from confluent_kafka import Producer
 
-    from . import _hashing
-    from .layout_log import LayoutFollower
-    from .producer import OrderedProducer
+    from .. import _hashing
+    from ..layout_log import LayoutFollower
+    from ..producer import OrderedProducer
 
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -148,7 +148,7 @@ def _producer_worker(a: argparse.Namespace) -> int:
 def _consumer_worker(a: argparse.Namespace) -> int:
     from confluent_kafka import Consumer
 
-    from .consumer import OrderedConsumer
+    from ..consumer import OrderedConsumer
 
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -227,7 +227,7 @@ def _wait_ready(paths: List[Path], procs: Dict[int, "subprocess.Popen[bytes]"], 
 
 def _spawn(args: List[str], log: Path) -> "subprocess.Popen[bytes]":
     with open(log, "ab") as err:
-        return subprocess.Popen([sys.executable, "-m", "kafka_ordered.demo", *args],
+        return subprocess.Popen([sys.executable, "-m", "kafka_ordered.testing.demo", *args],
                                 stdout=subprocess.DEVNULL, stderr=err)
 
 
@@ -239,7 +239,7 @@ def run_scenario(
     progress: Optional[TextIO] = None,
 ) -> ScenarioResult:
     """Run one scenario against ``bootstrap`` and check it with the oracle."""
-    from .admin import LayoutAdmin
+    from ..admin import LayoutAdmin
 
     began = time.monotonic()
     tag = f"{'ordered' if scenario.ordered else 'plain'}-{scenario.seed}-{uuid.uuid4().hex[:6]}"
@@ -399,26 +399,27 @@ def _table(rows: Sequence[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    d = Scenario()
-    p.add_argument("--bootstrap", "-b", default=os.environ.get(BOOTSTRAP_ENV),
-                   help="use this broker instead of starting an embedded one")
-    p.add_argument("--duration", type=float, default=d.duration_s, help="seconds of producing per run")
-    p.add_argument("--producers", type=int, default=d.producers)
-    p.add_argument("--keys", type=int, default=d.keys)
-    p.add_argument("--rate", type=int, default=d.rate, help="records/s per producer")
-    p.add_argument("--consumers", type=int, default=d.consumers)
-    p.add_argument("--consumer-rate", type=int, default=d.consumer_rate, help="records/s each consumer processes")
-    p.add_argument("--layouts", default="4,5,6,8,6,8", help="initial count, then the layout changes")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--only", choices=["ordered", "plain"], help="run just one of the two")
-    p.add_argument("--json", action="store_true")
-
-
 def main(args: argparse.Namespace) -> int:
+    """Run the ordered and plain scenarios (``args.only``: one of them) and
+    print a table (``args.json``: JSON); the ``kafka-ordered demo`` command.
+
+    ``args`` carries the options the CLI defines for ``demo``: ``bootstrap``
+    (``None``: start an embedded broker), ``layouts`` (comma-separated
+    counts), ``seed``, ``only``, ``json``, and ``duration``, ``producers``,
+    ``keys``, ``rate``, ``consumers``, ``consumer_rate``, where ``None`` means
+    the :class:`Scenario` default. Returns 0 when every ordered run had no
+    violation, else 1.
+    """
+    d = Scenario()
+
+    def opt(name: str, default: Any) -> Any:
+        value = getattr(args, name, None)
+        return default if value is None else value
+
     counts = [int(x) for x in args.layouts.split(",")]
-    base = Scenario(producers=args.producers, keys=args.keys, rate=args.rate, duration_s=args.duration,
-                    consumers=args.consumers, consumer_rate=args.consumer_rate, initial=counts[0],
+    base = Scenario(producers=opt("producers", d.producers), keys=opt("keys", d.keys), rate=opt("rate", d.rate),
+                    duration_s=opt("duration", d.duration_s), consumers=opt("consumers", d.consumers),
+                    consumer_rate=opt("consumer_rate", d.consumer_rate), initial=counts[0],
                     physical=max(counts), layouts=tuple(counts[1:]), seed=args.seed)
     runs = [True, False] if args.only is None else [args.only == "ordered"]
     broker: Optional[EmbeddedBroker] = None
