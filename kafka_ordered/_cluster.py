@@ -4,7 +4,8 @@ Reads brokers, racks and per-broker replica counts; creates topics and
 partitions with an explicit replica assignment (checking the broker honoured
 it); elects preferred leaders. Every function takes an ``AdminClient`` or a
 config dict and translates client errors into :mod:`kafka_ordered.errors`
-classes, keeping the broker error code and chaining the client exception.
+classes (:func:`kafka_ordered.errors.translate`), keeping the broker error
+code and chaining the client exception.
 
 confluent-kafka (2.16) has no AlterPartitionReassignments call:
 :func:`alter_partition_reassignments` sends it through kafka-python's
@@ -15,7 +16,6 @@ with the reassignment JSON to apply by hand.
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import time
 from dataclasses import dataclass
@@ -29,9 +29,9 @@ from .errors import (
     ConfigError,
     KafkaOrderedError,
     PlacementError,
-    TopicAlreadyManagedError,
     UnknownTopicError,
     UnsupportedBrokerApiError,
+    translate,
 )
 from .placement import PlacementPlan
 
@@ -58,45 +58,8 @@ __all__ = [
 AdminLike = Union[AdminClient, Mapping[str, Any]]
 ElectionStatus = Literal["elected", "not_needed", "failed"]
 
-_UNAVAILABLE = {
-    KafkaError._TRANSPORT,
-    KafkaError._TIMED_OUT,
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._RESOLVE,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.BROKER_NOT_AVAILABLE,
-}
-_UNSUPPORTED = {KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION}
-_BAD_PLACEMENT = {
-    KafkaError.INVALID_REPLICA_ASSIGNMENT,
-    KafkaError.INVALID_REPLICATION_FACTOR,
-    KafkaError.INVALID_PARTITIONS,
-}
-
-
 def _client(admin: AdminLike) -> AdminClient:
     return AdminClient(dict(admin)) if isinstance(admin, Mapping) else admin
-
-
-def _translate(exc: BaseException, what: str, api: str) -> KafkaOrderedError:
-    """The kafka-ordered error for a failed admin call (raise it ``from exc``)."""
-    if isinstance(exc, concurrent.futures.TimeoutError):
-        return BrokerUnavailableError(f"{what}: no answer from the cluster in time")
-    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-    if not isinstance(err, KafkaError):
-        return KafkaOrderedError(f"{what}: {exc}")
-    code, text = err.code(), f"{err.name()}: {err.str()}"
-    if code in _UNSUPPORTED:
-        return UnsupportedBrokerApiError(f"{what}: the broker does not support {api} ({text})", api=api, code=code)
-    if code in _UNAVAILABLE:
-        return BrokerUnavailableError(f"{what}: {text}", code=code)
-    if code == KafkaError.TOPIC_ALREADY_EXISTS:
-        return TopicAlreadyManagedError(f"{what}: {text}", code=code)
-    if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
-        return UnknownTopicError(f"{what}: {text}", code=code)
-    if code in _BAD_PLACEMENT:
-        return PlacementError(f"{what}: the broker rejected the replica assignment ({text})", code=code)
-    return KafkaOrderedError(f"{what}: {text}", code=code)
 
 
 # -- reading
@@ -135,7 +98,7 @@ def _describe(client: AdminClient, timeout: float) -> Tuple[Optional[str], Optio
     try:
         d = client.describe_cluster(request_timeout=timeout).result(timeout + 1)
     except Exception as e:
-        raise _translate(e, "describe cluster", "DescribeCluster") from e
+        raise translate(e, "describe cluster", api="DescribeCluster") from e
     controller = d.controller.id if d.controller is not None and d.controller.id >= 0 else None
     return d.cluster_id, controller, {n.id: n.rack or None for n in d.nodes}
 
@@ -145,7 +108,7 @@ def _metadata(client: AdminClient, timeout: float) -> Any:
     try:
         return client.list_topics(timeout=timeout)
     except Exception as e:
-        raise _translate(e, "read metadata", "Metadata") from e
+        raise translate(e, "read metadata", api="Metadata") from e
 
 
 def replica_counts(admin: AdminLike, *, timeout: float = 10.0) -> Dict[int, int]:
@@ -188,7 +151,7 @@ def topic_assignment(admin: AdminLike, topic: str, *, timeout: float = 10.0) -> 
     if t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART) or not t.partitions:
         raise UnknownTopicError(f"topic {topic!r} does not exist", code=KafkaError.UNKNOWN_TOPIC_OR_PART)
     if t.error is not None:
-        raise _translate(KafkaException(t.error), f"read metadata of {topic!r}", "Metadata")
+        raise translate(KafkaException(t.error), f"read metadata of {topic!r}", api="Metadata")
     return {p: list(pm.replicas) for p, pm in sorted(t.partitions.items())}
 
 
@@ -253,7 +216,7 @@ def create_topic(
         fs = client.create_topics([new], operation_timeout=timeout, request_timeout=timeout)
         fs[topic].result(timeout + 1)
     except Exception as e:
-        raise _translate(e, f"create topic {topic!r}", "CreateTopics") from e
+        raise translate(e, f"create topic {topic!r}", api="CreateTopics") from e
     wanted = {p: lists[p] for p in range(len(lists))}
     return _verify(client, topic, wanted, timeout, "CreateTopics") if verify else {p: list(r) for p, r in wanted.items()}
 
@@ -282,7 +245,7 @@ def create_partitions(
         fs = client.create_partitions([new], operation_timeout=timeout, request_timeout=timeout)
         fs[topic].result(timeout + 1)
     except Exception as e:
-        raise _translate(e, f"add partitions to {topic!r}", "CreatePartitions") from e
+        raise translate(e, f"add partitions to {topic!r}", api="CreatePartitions") from e
     wanted = {first + i: reps for i, reps in enumerate(lists)}
     return _verify(client, topic, wanted, timeout, "CreatePartitions") if verify else topic_assignment(client, topic)
 
@@ -493,7 +456,7 @@ def _describe_configs(client: AdminClient, resource: Any, timeout: float) -> Dic
         fs = client.describe_configs([resource], request_timeout=timeout)
         entries = next(iter(fs.values())).result(timeout + 1)
     except Exception as e:
-        raise _translate(e, f"describe configs of {resource}", "DescribeConfigs") from e
+        raise translate(e, f"describe configs of {resource}", api="DescribeConfigs") from e
     return {name: entry.value for name, entry in entries.items() if entry.value is not None}
 
 
@@ -569,6 +532,6 @@ def elect_preferred_leaders(
         # confluent-kafka 2.16.1 raises SystemError for request_timeout/operation_timeout here.
         result = client.elect_leaders(ElectionType.PREFERRED, tps).result(timeout)
     except Exception as e:
-        raise _translate(e, "elect preferred leaders", "ElectLeaders") from e
+        raise translate(e, "elect preferred leaders", api="ElectLeaders") from e
     out = {(tp.topic, tp.partition): _election(tp, exc) for tp, exc in result.items()}
     return dict(sorted(out.items()))

@@ -20,7 +20,7 @@ from confluent_kafka.admin import NewPartitions, NewTopic
 
 from . import _cluster
 from ._cluster import ClusterState, ElectionResult, ReassignmentResult
-from ._kafka import OffsetReader, new_admin, partition_count, topic_exists, translate
+from ._kafka import OffsetReader, new_admin, partition_count, topic_exists
 from .config import connection_config, split_config
 from .errors import (
     ConcurrentLayoutChangeError,
@@ -31,6 +31,7 @@ from .errors import (
     TopicNotManagedError,
     UnknownTopicError,
     UnsupportedBrokerApiError,
+    translate,
 )
 from .gates import GateStatus, gate_open
 from .history import Gate, LayoutChange, LayoutHistory, LogProblem, Registration, encode_layout

@@ -26,9 +26,9 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from ._kafka import OffsetReader, translate
+from ._kafka import OffsetReader
 from .config import connection_config, split_config
-from .errors import ConfigError
+from .errors import ConfigError, translate
 from .gates import TP, GateKeeper, GateStatus, processed_offset
 from .history import LayoutHistory
 from .layout import DEFAULT_SETTLE_MS

@@ -41,9 +41,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kafka_ordered._kafka import OffsetReader, new_admin, translate
+from kafka_ordered._kafka import OffsetReader, new_admin
 from kafka_ordered.config import connection_config
-from kafka_ordered.errors import ConfigError, UnknownTopicError
+from kafka_ordered.errors import ConfigError, UnknownTopicError, translate
 from kafka_ordered.history import Gate
 from kafka_ordered.layout_log import LayoutFollower
 
