@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ._environment import BOOTSTRAP_ENV
 from .errors import ConfigError, KafkaOrderedError
@@ -177,10 +177,37 @@ def cmd_expand(args: argparse.Namespace) -> int:
     return _election_status(full["elections"], f"{args.topic} was expanded")
 
 
+def _ids(ps: Iterable[int]) -> str:
+    ps = sorted(ps)
+    return ", ".join(map(str, ps)) if ps else "-"
+
+
+def _capacity_text(cap: Mapping[int, Optional[int]]) -> str:
+    return ", ".join(f"{b}: {'unlimited' if c is None else c}" for b, c in sorted(cap.items())) or "not read"
+
+
+def expansion_plan_text(plan: Any) -> str:
+    """A human-readable summary of an :class:`~kafka_ordered.admin.ExpansionPlan`."""
+    lines = [
+        f"{plan.topic}: expand {plan.current.partitions} -> {plan.target.partitions} undeleted partitions, "
+        f"physical {plan.physical_partitions} -> {plan.target.physical_partitions}",
+        f"reuses draining partitions: {_ids(plan.reused_draining)}",
+        f"reuses spare partitions: {_ids(plan.reused_spares)}",
+    ]
+    if plan.placement is None:
+        lines.append("creates no physical partitions")
+    else:
+        how = "explicit replica assignment" if plan.explicit_assignment else "placed by the broker (one live broker)"
+        lines.append(f"creates partitions {_ids(plan.new_partitions)} ({how}):")
+        lines += ["  " + line for line in plan.placement.describe().splitlines()]
+    lines.append(f"capacity left per broker: {_capacity_text(plan.remaining_capacity)}")
+    return "\n".join(lines)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         plan = admin.plan(args.topic, args.to, **_placement(args))
-    _emit(args, plan.to_dict(), plan.describe)
+    _emit(args, plan.to_dict(), lambda: expansion_plan_text(plan))
     return 0
 
 

@@ -1,4 +1,6 @@
-"""Cluster I/O for replica placement, over confluent-kafka's ``AdminClient``.
+"""Cluster I/O for replica placement, over confluent-kafka's ``AdminClient``
+(raw admin calls; no planning, no printing).
+
 
 Reads brokers, racks and per-broker replica counts; creates topics and
 partitions with an explicit replica assignment (checking the broker honoured
@@ -18,13 +20,12 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
-from typing import Any, Dict, FrozenSet, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
 
-from .errors import (
+from ..errors import (
     BrokerUnavailableError,
     ConfigError,
     KafkaOrderedError,
@@ -33,7 +34,8 @@ from .errors import (
     UnsupportedBrokerApiError,
     translate,
 )
-from .placement import PlacementPlan
+from ..placement import PlacementPlan
+from ._results import ClusterState, ElectionResult, ElectionStatus, ReassignmentResult
 
 __all__ = [
     "AdminLike",
@@ -56,34 +58,13 @@ __all__ = [
 ]
 
 AdminLike = Union[AdminClient, Mapping[str, Any]]
-ElectionStatus = Literal["elected", "not_needed", "failed"]
+
 
 def _client(admin: AdminLike) -> AdminClient:
     return AdminClient(dict(admin)) if isinstance(admin, Mapping) else admin
 
 
 # -- reading
-
-
-@dataclass(frozen=True)
-class ClusterState:
-    """What placement needs to know about a cluster.
-
-    ``racks`` covers the live brokers; ``replica_counts`` maps every broker
-    that hosts replicas (live or not, live ones always present) to how many;
-    ``offline`` are brokers named in replica lists that are not live.
-    """
-
-    cluster_id: Optional[str]
-    controller: Optional[int]
-    racks: Mapping[int, Optional[str]]
-    replica_counts: Mapping[int, int]
-    offline: FrozenSet[int]
-
-    @property
-    def live_replica_counts(self) -> Dict[int, int]:
-        """``replica_counts`` restricted to live brokers (the planner's ``current_replicas``)."""
-        return {b: self.replica_counts.get(b, 0) for b in self.racks}
 
 
 def describe_brokers(admin: AdminLike, *, timeout: float = 10.0) -> Dict[int, Optional[str]]:
@@ -348,24 +329,6 @@ def _how_to_reassign(topic: str, targets: Mapping[int, Sequence[int]]) -> str:
     )
 
 
-@dataclass(frozen=True)
-class ReassignmentResult:
-    """The broker's answer to moving one partition to ``replicas``.
-
-    ``ok`` is True when the reassignment was accepted (it then runs in the
-    background until the new replicas catch up); otherwise ``code``,
-    ``error`` and ``message`` carry the broker's error.
-    """
-
-    topic: str
-    partition: int
-    replicas: Tuple[int, ...]
-    ok: bool
-    code: int = 0
-    error: Optional[str] = None
-    message: Optional[str] = None
-
-
 def alter_partition_reassignments(
     admin: AdminLike, topic: str, targets: Mapping[int, Sequence[int]], *, timeout: float = 30.0
 ) -> Dict[int, ReassignmentResult]:
@@ -472,29 +435,6 @@ def topic_config(admin: AdminLike, topic: str, *, timeout: float = 10.0) -> Dict
 
 
 # -- preferred leader election (KIP-183)
-
-
-@dataclass(frozen=True)
-class ElectionResult:
-    """The outcome of a preferred leader election for one partition.
-
-    ``status`` is ``"elected"``, ``"not_needed"`` (the preferred replica
-    already leads) or ``"failed"``; ``code``/``error``/``message`` carry the
-    broker's error (e.g. 3 UNKNOWN_TOPIC_OR_PART, 80
-    PREFERRED_LEADER_NOT_AVAILABLE) and are 0/None on success.
-    """
-
-    topic: str
-    partition: int
-    status: ElectionStatus
-    code: int = 0
-    error: Optional[str] = None
-    message: Optional[str] = None
-
-    @property
-    def ok(self) -> bool:
-        """True when the preferred replica leads now."""
-        return self.status != "failed"
 
 
 def _election(tp: TopicPartition, exc: Optional[BaseException]) -> ElectionResult:
