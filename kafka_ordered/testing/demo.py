@@ -8,14 +8,14 @@ group lags behind, as real groups do. The :class:`~kafka_ordered.testing.Orderin
 checks every delivery. The *plain* run uses confluent-kafka's own clients
 with Kafka's default partitioner over the current partition count.
 
-``kafka-ordered demo`` (and ``make demo``) runs both and prints a table;
-:func:`run_scenario` is what the tests call.
+``kafka-ordered demo`` (and ``make demo``) runs both through :func:`run_demo`
+and prints a table; :func:`run_scenario` is what the tests call. Nothing here
+prints (progress goes to a stream the caller passes).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import signal
@@ -24,14 +24,14 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from ._broker import FAST_GROUP_CONFIG, EmbeddedBroker
 from ._oracle import OracleReport, OrderingOracle, decode_value, encode_value
 
-__all__ = ["Scenario", "ScenarioResult", "run_scenario", "main"]
+__all__ = ["Scenario", "ScenarioResult", "run_scenario", "scenario_from_args", "run_demo"]
 
 
 @dataclass(frozen=True)
@@ -390,25 +390,16 @@ def run_scenario(
         admin.close()
 
 
-def _table(rows: Sequence[Dict[str, Any]]) -> str:
-    keys = list(rows[0])
-    width = max(len(k) for k in keys)
-    lines = [f"{'':<{width}}  " + "  ".join(f"{r['clients']:>10}" for r in rows)]
-    for k in keys[1:]:
-        lines.append(f"{k:<{width}}  " + "  ".join(f"{r[k]!s:>10}" for r in rows))
-    return "\n".join(lines)
+def scenario_from_args(args: argparse.Namespace) -> Tuple[Scenario, List[bool]]:
+    """The base :class:`Scenario` and the runs (``True``: ordered clients)
+    that ``kafka-ordered demo`` asks for.
 
-
-def main(args: argparse.Namespace) -> int:
-    """Run the ordered and plain scenarios (``args.only``: one of them) and
-    print a table (``args.json``: JSON); the ``kafka-ordered demo`` command.
-
-    ``args`` carries the options the CLI defines for ``demo``: ``bootstrap``
-    (``None``: start an embedded broker), ``layouts`` (comma-separated
-    counts), ``seed``, ``only``, ``json``, and ``duration``, ``producers``,
-    ``keys``, ``rate``, ``consumers``, ``consumer_rate``, where ``None`` means
-    the :class:`Scenario` default. Returns 0 when every ordered run had no
-    violation, else 1.
+    ``args`` carries the options the CLI defines for ``demo``: ``layouts``
+    (comma-separated counts: the initial one, then the changes), ``seed``,
+    ``only`` (``"ordered"``, ``"plain"`` or ``None`` for both), and
+    ``duration``, ``producers``, ``keys``, ``rate``, ``consumers``,
+    ``consumer_rate``, where ``None`` (or a missing attribute) means the
+    :class:`Scenario` default.
     """
     d = Scenario()
 
@@ -422,30 +413,33 @@ def main(args: argparse.Namespace) -> int:
                     consumer_rate=opt("consumer_rate", d.consumer_rate), initial=counts[0],
                     physical=max(counts), layouts=tuple(counts[1:]), seed=args.seed)
     runs = [True, False] if args.only is None else [args.only == "ordered"]
+    return base, runs
+
+
+def run_demo(
+    base: Scenario, runs: Sequence[bool], *, bootstrap: Optional[str] = None, progress: Optional[TextIO] = None
+) -> List[ScenarioResult]:
+    """Run ``base`` once per entry of ``runs`` (ordered clients for ``True``,
+    plain ones for ``False``) against ``bootstrap``, or an embedded broker
+    started (and stopped) here when it is ``None``. Progress lines go to
+    ``progress``. Returns the results in run order; never prints.
+    """
     broker: Optional[EmbeddedBroker] = None
-    bootstrap = args.bootstrap
     if not bootstrap:
         broker = EmbeddedBroker().start()
         bootstrap = broker.bootstrap_servers
-        print(f"embedded Tansu broker on {bootstrap}", file=sys.stderr)
+        if progress is not None:
+            progress.write(f"embedded Tansu broker on {bootstrap}\n")
     try:
         results = []
+        layouts = " -> ".join(str(n) for n in (base.initial, *base.layouts))
         for ordered in runs:
             sc = replace(base, ordered=ordered)
-            print(f"{'ordered' if ordered else 'plain'} clients: {sc.producers} producers x {sc.keys} keys, "
-                  f"{sc.consumers} consumers, layout {args.layouts.replace(',', ' -> ')}, "
-                  f"{sc.duration_s:.0f} s", file=sys.stderr)
-            results.append(run_scenario(bootstrap, sc, progress=sys.stderr))
-        rows = [r.row() for r in results]
-        if args.json:
-            print(json.dumps({"results": rows, "scenario": asdict(base)}, indent=2, default=str))
-        else:
-            print(_table(rows))
-            for r in results:
-                for v in r.report.violations[:3]:
-                    print(f"  {'ordered' if r.scenario.ordered else 'plain'}: key {v.key.decode()} of {v.producer} "
-                          f"delivered seq {v.seq} after {v.after_seq} ({v.where})")
-        return 0 if all(r.report.ok for r in results if r.scenario.ordered) else 1
+            if progress is not None:
+                progress.write(f"{'ordered' if ordered else 'plain'} clients: {sc.producers} producers x {sc.keys} "
+                               f"keys, {sc.consumers} consumers, layout {layouts}, {sc.duration_s:.0f} s\n")
+            results.append(run_scenario(bootstrap, sc, progress=progress))
+        return results
     finally:
         if broker is not None:
             broker.stop()
