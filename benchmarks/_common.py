@@ -9,7 +9,7 @@ from typing import Iterator, List
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
-from kafka_ordered.broker import BOOTSTRAP_ENV, EmbeddedBroker  # noqa: E402
+from kafka_ordered.testing import BOOTSTRAP_ENV, EmbeddedBroker  # noqa: E402
 
 
 @contextlib.contextmanager

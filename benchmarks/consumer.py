@@ -34,7 +34,8 @@ from _common import bench, broker, percentile
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kafka_ordered import FAST_GROUP_CONFIG, LayoutAdmin, OrderedConsumer, OrderedProducer, transition_sources
+from kafka_ordered import LayoutAdmin, OrderedConsumer, OrderedProducer, transition_sources
+from kafka_ordered.testing import FAST_GROUP_CONFIG
 
 POLL_S = 0.1
 

@@ -4,7 +4,9 @@ and shrinking, on unmodified brokers (KIP-253 from the client side).
 Start with :class:`LayoutAdmin` (create/adopt/expand/shrink/retire/describe),
 :class:`OrderedProducer` and :class:`OrderedConsumer` (drop-in wrappers of
 confluent-kafka's clients); kafka-python users import
-``kafka_ordered.kafka_python``; Spark users ``spark_connector``.
+``kafka_ordered.kafka_python``; Spark users ``spark_connector``. The embedded
+broker, ordering oracle, simulation and demo used by tests live in
+:mod:`kafka_ordered.testing` (not imported by this package).
 """
 
 from .admin import (
@@ -16,7 +18,6 @@ from .admin import (
     RetireResult,
     TopicDescription,
 )
-from .broker import FAST_GROUP_CONFIG, FAST_GROUP_CONFIG_KAFKA_PYTHON, EmbeddedBroker
 from .confluent import OrderedConsumer, OrderedProducer
 from .errors import (
     BrokerUnavailableError,
@@ -45,7 +46,6 @@ from .history import Gate, LayoutChange, LayoutHistory, Registration
 from .layout import Layout, parent_partition, partition_for, partitions_for, sources, transition_sources
 from .layout_log import LayoutFollower, LayoutLog
 from .listener import PartitionKeyRebalanceListener
-from .oracle import OrderingOracle
 from .partitioner import LinearHashPartitioner
 from .placement import HealPlan, PlacementPlan, assign_replicas, plan_heal, plan_partitions, rack_alternated_brokers
 
@@ -86,11 +86,6 @@ __all__ = [
     "plan_heal",
     "PlacementPlan",
     "HealPlan",
-    # testing and demos
-    "EmbeddedBroker",
-    "FAST_GROUP_CONFIG",
-    "FAST_GROUP_CONFIG_KAFKA_PYTHON",
-    "OrderingOracle",
     # errors
     "KafkaOrderedError",
     "ConfigError",

@@ -1,4 +1,8 @@
-"""Thin I/O helpers over confluent-kafka shared by every component."""
+"""Thin I/O helpers over confluent-kafka shared by every component.
+
+Client failures become :mod:`kafka_ordered.errors` classes through
+:func:`kafka_ordered.errors.translate`.
+"""
 
 from __future__ import annotations
 
@@ -11,59 +15,9 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, To
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from .config import internal_config
-from .errors import (
-    BrokerUnavailableError,
-    KafkaOrderedError,
-    UnknownTopicError,
-    UnsupportedBrokerApiError,
-)
+from .errors import BrokerUnavailableError, UnknownTopicError, for_code, translate
 
 TP = Tuple[str, int]
-
-_UNAVAILABLE = {
-    KafkaError._TRANSPORT,
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._TIMED_OUT,
-    KafkaError._RESOLVE,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.BROKER_NOT_AVAILABLE,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError._DESTROY_BROKER,
-    KafkaError._TIMED_OUT_QUEUE,
-    KafkaError._MSG_TIMED_OUT,
-    KafkaError._WAIT_COORD,
-    KafkaError._NOENT,  # "no leaders found": no broker answered metadata
-}
-_UNSUPPORTED = {KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION, KafkaError.INVALID_REQUEST}
-_UNKNOWN_TOPIC = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
-
-
-def error_of(e: BaseException) -> Optional[KafkaError]:
-    if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
-        return e.args[0]
-    if isinstance(e, KafkaError):
-        return e
-    return None
-
-
-def translate(e: BaseException, what: str, *, api: Optional[str] = None) -> KafkaOrderedError:
-    """A :class:`KafkaOrderedError` subclass for a confluent-kafka failure of
-    ``what``, keeping the error code (raise it ``from e``)."""
-    err = error_of(e)
-    code = err.code() if err is not None else None
-    text = err.str() if err is not None else str(e)
-    if code in _UNAVAILABLE:
-        return BrokerUnavailableError(f"{what}: broker unavailable ({text}); check bootstrap.servers", code=code)
-    if code in _UNKNOWN_TOPIC:
-        return UnknownTopicError(f"{what}: {text}", code=code)
-    if code in _UNSUPPORTED:
-        return UnsupportedBrokerApiError(
-            f"{what}: the broker does not support the {api or 'required'} API ({text})", api=api or "unknown", code=code
-        )
-    return KafkaOrderedError(f"{what}: {text}", code=code)
-
 
 def new_admin(conn: Mapping[str, Any]) -> AdminClient:
     """An internal AdminClient for the application's config ``conn``."""
@@ -82,7 +36,7 @@ def partition_count(admin: AdminClient, topic: str, timeout: float) -> int:
     if not md.brokers:
         raise BrokerUnavailableError(f"reading metadata of {topic}: no broker answered; check bootstrap.servers")
     tm = md.topics.get(topic)
-    if tm is None or (tm.error is not None and tm.error.code() in _UNKNOWN_TOPIC) or not tm.partitions:
+    if tm is None or (tm.error is not None and for_code(tm.error.code()) is UnknownTopicError) or not tm.partitions:
         raise UnknownTopicError(f"topic {topic} does not exist", code=KafkaError.UNKNOWN_TOPIC_OR_PART)
     if tm.error is not None:
         raise translate(KafkaException(tm.error), f"reading metadata of {topic}")
@@ -191,7 +145,7 @@ class OffsetReader:
                             fetched.add(tp)
                         elif err.code() == KafkaError._PARTITION_EOF:
                             ends[tp] = int(m.offset() or 0)
-                        elif err.code() in _UNKNOWN_TOPIC:
+                        elif for_code(err.code()) is UnknownTopicError:
                             raise UnknownTopicError(f"{m.topic()}: {err.str()}", code=err.code())
                         elif err.fatal() or not err.retriable():
                             raise translate(KafkaException(err), "reading end offsets")

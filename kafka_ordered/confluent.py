@@ -30,8 +30,8 @@ from ._gating import GatingCore, GatingOptions
 from ._ports import TP
 from ._registering import RegisteringCore, RegistrationRecord
 from .config import CONSUMER_OPTIONS, PRODUCER_OPTIONS, client_config, forced, split_config, truthy
-from ._kafka import translate
-from .errors import ConfigError, PartitionOverrideError
+
+from .errors import ConfigError, PartitionOverrideError, translate
 from .gates import GateStatus, reset_policy
 from .history import LayoutHistory
 from .layout import _as_bytes

@@ -1,15 +1,26 @@
-"""Errors raised by kafka-ordered.
+"""Errors raised by kafka-ordered, and the one table that maps broker and
+client error codes to them.
 
 Every error derives from :class:`KafkaOrderedError`. Errors caused by a broker
 response keep the broker's error code in :attr:`KafkaOrderedError.code` (the
 librdkafka/Kafka numeric code, or ``None``) and chain the client exception as
 ``__cause__``. Errors about bad arguments also derive from ``ValueError`` or
 ``TypeError`` so that callers validating input can catch the builtin.
+
+Translation, modelled on aiokafka's ``errors.py``: :data:`CODES` names every
+code the table knows (by its ``confluent_kafka.KafkaError`` attribute name:
+Kafka protocol codes are >= 0, librdkafka's client-side codes < 0),
+:func:`for_code` gives the class for a code and :func:`translate` turns a
+confluent-kafka failure into an instance (``raise translate(e, ...) from e``).
+This module is pure: it does not import confluent-kafka (its errors are
+recognised by duck typing).
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+import concurrent.futures
+from types import MappingProxyType
+from typing import Any, Mapping, Optional, Tuple, Type
 
 __all__ = [
     "KafkaOrderedError",
@@ -32,6 +43,9 @@ __all__ = [
     "PartitionOverrideError",
     "PlacementError",
     "GuardRailsError",
+    "CODES",
+    "for_code",
+    "translate",
 ]
 
 
@@ -155,6 +169,130 @@ class GuardRailsError(PlacementError):
     Nothing was created.
     """
 
-    def __init__(self, message: str, *, remaining: Mapping[int, int]) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, remaining: Mapping[int, int], code: Optional[int] = None) -> None:
+        super().__init__(message, code=code)
         self.remaining = dict(remaining)
+
+
+# -- the code table
+
+#: Every error code :func:`for_code` knows, by its ``confluent_kafka.KafkaError``
+#: attribute name (a unit test checks each value against confluent-kafka).
+CODES: Mapping[str, int] = MappingProxyType(
+    {
+        # librdkafka, client side (< 0)
+        "_DESTROY_BROKER": -137,
+        "_NOENT": -156,
+        "_UNSUPPORTED_FEATURE": -165,
+        "_TIMED_OUT_QUEUE": -166,
+        "_WAIT_COORD": -180,
+        "_TIMED_OUT": -185,
+        "_ALL_BROKERS_DOWN": -187,
+        "_UNKNOWN_TOPIC": -188,
+        "_UNKNOWN_PARTITION": -190,
+        "_MSG_TIMED_OUT": -192,
+        "_RESOLVE": -193,
+        "_TRANSPORT": -195,
+        # Kafka protocol, broker side (>= 0)
+        "UNKNOWN_TOPIC_OR_PART": 3,
+        "LEADER_NOT_AVAILABLE": 5,
+        "NOT_LEADER_FOR_PARTITION": 6,
+        "REQUEST_TIMED_OUT": 7,
+        "BROKER_NOT_AVAILABLE": 8,
+        "COORDINATOR_NOT_AVAILABLE": 15,
+        "UNSUPPORTED_VERSION": 35,
+        "TOPIC_ALREADY_EXISTS": 36,
+        "INVALID_PARTITIONS": 37,
+        "INVALID_REPLICATION_FACTOR": 38,
+        "INVALID_REPLICA_ASSIGNMENT": 39,
+        "INVALID_REQUEST": 42,
+    }
+)
+
+# class -> the codes that raise it. Anything else is a plain KafkaOrderedError.
+_GROUPS: Tuple[Tuple[Type[KafkaOrderedError], Tuple[str, ...]], ...] = (
+    (
+        BrokerUnavailableError,
+        (
+            "_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_RESOLVE", "_DESTROY_BROKER", "_TIMED_OUT_QUEUE",
+            "_MSG_TIMED_OUT", "_WAIT_COORD",
+            "_NOENT",  # "no leaders found": no broker answered metadata
+            "REQUEST_TIMED_OUT", "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION", "BROKER_NOT_AVAILABLE",
+            "COORDINATOR_NOT_AVAILABLE",
+        ),
+    ),
+    (UnknownTopicError, ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION")),
+    # INVALID_REQUEST: how brokers without an API (Tansu) answer it.
+    (UnsupportedBrokerApiError, ("_UNSUPPORTED_FEATURE", "UNSUPPORTED_VERSION", "INVALID_REQUEST")),
+    (TopicAlreadyManagedError, ("TOPIC_ALREADY_EXISTS",)),
+    (PlacementError, ("INVALID_PARTITIONS", "INVALID_REPLICATION_FACTOR", "INVALID_REPLICA_ASSIGNMENT")),
+)
+
+_BY_CODE: Mapping[int, Type[KafkaOrderedError]] = MappingProxyType(
+    {CODES[name]: cls for cls, names in _GROUPS for name in names}
+)
+
+
+def for_code(code: Optional[int]) -> Type[KafkaOrderedError]:
+    """The :class:`KafkaOrderedError` subclass for a broker or librdkafka
+    error ``code``: :class:`BrokerUnavailableError`, :class:`UnknownTopicError`,
+    :class:`UnsupportedBrokerApiError`, :class:`TopicAlreadyManagedError`,
+    :class:`PlacementError`, or :class:`KafkaOrderedError` itself for any
+    other code (and for ``None``)."""
+    if code is None:
+        return KafkaOrderedError
+    return _BY_CODE.get(code, KafkaOrderedError)
+
+
+def _client_error(exc: BaseException) -> Optional[Any]:
+    """The confluent-kafka ``KafkaError`` carried by ``exc`` (a
+    ``KafkaException`` holds it in ``args[0]``), recognised by its ``code()``
+    method returning an int; else ``None``."""
+    for candidate in (exc.args[0] if exc.args else None, exc):
+        code = getattr(candidate, "code", None)
+        if callable(code):
+            try:
+                value = code()
+            except Exception:  # not a KafkaError after all
+                continue
+            if isinstance(value, int) and not isinstance(value, bool):
+                return candidate
+    return None
+
+
+def translate(exc: BaseException, what: str, *, api: Optional[str] = None) -> KafkaOrderedError:
+    """The :class:`KafkaOrderedError` for a failed client call doing ``what``
+    (a phrase such as ``"reading metadata of t"``); raise it ``from exc``.
+
+    ``exc`` is a confluent-kafka ``KafkaException`` (or ``KafkaError``): the
+    class comes from :func:`for_code` and the result keeps the code in
+    ``.code``. ``api`` names the Kafka API the call used; it goes into
+    :class:`UnsupportedBrokerApiError`'s ``api`` (``"unknown"`` when not
+    given). A ``concurrent.futures`` or builtin timeout becomes
+    :class:`BrokerUnavailableError` with ``code=None``; any other exception a
+    :class:`KafkaOrderedError` with ``code=None``. Never raises.
+    """
+    if isinstance(exc, (concurrent.futures.TimeoutError, TimeoutError)):
+        return BrokerUnavailableError(f"{what}: no answer from the cluster in time; check bootstrap.servers")
+    err = _client_error(exc)
+    if err is None:
+        return KafkaOrderedError(f"{what}: {exc}")
+    code: int = err.code()
+    text = _text(err)
+    cls = for_code(code)
+    if cls is BrokerUnavailableError:
+        return BrokerUnavailableError(f"{what}: broker unavailable ({text}); check bootstrap.servers", code=code)
+    if cls is UnsupportedBrokerApiError:
+        return UnsupportedBrokerApiError(
+            f"{what}: the broker does not support the {api or 'required'} API ({text})", api=api or "unknown", code=code
+        )
+    if cls is PlacementError:
+        return PlacementError(f"{what}: the broker rejected the replica assignment ({text})", code=code)
+    return cls(f"{what}: {text}", code=code)
+
+
+def _text(err: Any) -> str:
+    """``NAME: description`` of a confluent-kafka ``KafkaError``."""
+    name = err.name() if callable(getattr(err, "name", None)) else ""
+    desc = err.str() if callable(getattr(err, "str", None)) else str(err)
+    return f"{name}: {desc}" if name else str(desc)

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
-from ._kafka import new_admin, partition_count, translate
+from ._kafka import new_admin, partition_count
 from .config import DEFAULT_LAYOUT_TOPIC, internal_config
 from .errors import (
     BrokerUnavailableError,
@@ -32,6 +32,7 @@ from .errors import (
     LayoutLogUnwritableError,
     UnknownTopicError,
     UnsafeLayoutLogError,
+    translate,
 )
 from .history import CorruptPolicy, LayoutHistory
 

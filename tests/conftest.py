@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
 
-from kafka_ordered.broker import BOOTSTRAP_ENV, FAST_GROUP_CONFIG, EmbeddedBroker
+from kafka_ordered.testing import BOOTSTRAP_ENV, FAST_GROUP_CONFIG, EmbeddedBroker
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kafka_ordered import LayoutAdmin, OrderedConsumer, OrderedProducer
-from kafka_ordered.broker import FAST_GROUP_CONFIG
+from kafka_ordered.testing import FAST_GROUP_CONFIG
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 15.0)
 def produce_keys(producer: Any, topic: str, keys: List[bytes], start_seq: Dict[bytes, int],
                  acks: Optional[List[Tuple[bytes, int, int, int]]] = None, pid: str = "P") -> None:
     """Produce one record per key with the next sequence number (value ``pid:seq``)."""
-    from kafka_ordered.oracle import encode_value
+    from kafka_ordered.testing import encode_value
 
     def cb(err: Any, msg: Any) -> None:
         assert err is None, err

@@ -221,7 +221,8 @@ def test_broker_down_at_start() -> None:
 def test_layout_log_unwritable_loses_nothing(unique: Callable[[str], str]) -> None:
     """An admin whose broker went away gets LayoutLogUnwritableError and the
     layout does not change; records already in the log stay authoritative."""
-    from kafka_ordered import EmbeddedBroker, LayoutLogUnwritableError
+    from kafka_ordered import LayoutLogUnwritableError
+    from kafka_ordered.testing import EmbeddedBroker
 
     try:
         broker = EmbeddedBroker().start()

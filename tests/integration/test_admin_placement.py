@@ -20,8 +20,8 @@ from typing import Any, Callable, Dict, Iterator
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from kafka_ordered import _cluster
-from kafka_ordered.admin import ExpansionPlan, LayoutAdmin
+from kafka_ordered.admin import ExpansionPlan, LayoutAdmin, _cluster
+from kafka_ordered.cli import expansion_plan_text
 from kafka_ordered.cli import main as cli_main
 from kafka_ordered.errors import (
     ConfigError,
@@ -88,7 +88,7 @@ def test_plan_reuses_draining_and_spare_partitions(admin: LayoutAdmin, topic: st
     assert plan.placement is None and plan.new_partitions == [] and not plan.explicit_assignment
     assert plan.undeleted == [3, 4]
     assert plan.remaining_capacity == {b: None for b in cluster.racks}  # no limits given: unlimited
-    text = plan.describe()
+    text = expansion_plan_text(plan)
     assert "reuses draining partitions: 3" in text and "reuses spare partitions: 4" in text
     assert "creates no physical partitions" in text
     data = json.loads(json.dumps(plan.to_dict()))
@@ -115,7 +115,7 @@ def test_plan_places_new_partitions_with_capacity(
     placed = placement.replicas_per_broker()
     assert plan.remaining_capacity == {b: limits[b] - hosted[b] - placed.get(b, 0) for b in cluster.racks}
     assert plan.explicit_assignment == (_live(cluster) > 1)
-    text = plan.describe()
+    text = expansion_plan_text(plan)
     assert "creates partitions 3, 4, 5" in text and "replicas (leader first)" in text
     assert ("explicit replica assignment" in text) == (_live(cluster) > 1)
     # nothing changed

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from kafka_ordered import _cluster
+from kafka_ordered.admin import _cluster
 from kafka_ordered.errors import (
     BrokerUnavailableError,
     PlacementError,

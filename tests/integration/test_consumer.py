@@ -15,12 +15,11 @@ from kafka_ordered import (
     LayoutAdmin,
     OrderedConsumer,
     OrderedProducer,
-    OrderingOracle,
     PartitionKeyRebalanceListener,
     partition_for,
 )
 from kafka_ordered.cli import main as cli_main
-from kafka_ordered.oracle import decode_value
+from kafka_ordered.testing import OrderingOracle, decode_value
 
 from .support import produce_keys
 

@@ -16,11 +16,11 @@ from kafka.structs import TopicPartition
 from kafka_ordered import ConfigError, PartitionOverrideError
 from kafka_ordered.admin import LayoutAdmin
 from kafka_ordered.assignment import assign_partitions
-from kafka_ordered.broker import FAST_GROUP_CONFIG_KAFKA_PYTHON
+from kafka_ordered.testing import FAST_GROUP_CONFIG_KAFKA_PYTHON
 from kafka_ordered.kafka_python import BufferedRecordFuture, OrderedKafkaConsumer, OrderedKafkaProducer
 from kafka_ordered.layout import Layout
 from kafka_ordered.listener import PartitionKeyRebalanceListener
-from kafka_ordered.oracle import OrderingOracle, encode_value
+from kafka_ordered.testing import OrderingOracle, encode_value
 
 KEYS = [b"key-%03d" % i for i in range(40)]
 

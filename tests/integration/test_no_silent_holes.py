@@ -151,7 +151,7 @@ def test_librdkafka_logs_go_through_logging_and_closed_clients_are_silent(
 ) -> None:
     import logging
 
-    from kafka_ordered import EmbeddedBroker  # moves to kafka_ordered.testing
+    from kafka_ordered.testing import EmbeddedBroker
 
     broker = EmbeddedBroker().start()
     conf = {"bootstrap.servers": broker.bootstrap_servers, "ordered.metadata.timeout.ms": 3000}

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from kafka_ordered.demo import Scenario, ScenarioResult, run_scenario
+from kafka_ordered.testing.demo import Scenario, ScenarioResult, run_scenario
 
 # Small and quick; consumers process a little slower than producers write, so
 # the group lags behind as real groups do.

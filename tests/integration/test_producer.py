@@ -13,7 +13,6 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from kafka_ordered import (
     BrokerUnavailableError,
     ConfigError,
-    EmbeddedBroker,
     LayoutAdmin,
     OrderedProducer,
     PartitionOverrideError,
@@ -21,6 +20,7 @@ from kafka_ordered import (
     partition_for,
     transition_sources,
 )
+from kafka_ordered.testing import EmbeddedBroker
 
 from .support import produce_keys, read_all
 

@@ -20,7 +20,7 @@ from hypothesis import assume, given, settings
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from hypothesis import strategies as st
 
-from kafka_ordered import _cluster
+from kafka_ordered.admin import _cluster
 from kafka_ordered.errors import (
     BrokerUnavailableError,
     GuardRailsError,

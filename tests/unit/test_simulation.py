@@ -21,7 +21,7 @@ from typing import Any, Dict
 import pytest
 
 from kafka_ordered.layout import Layout, transition_sources
-from kafka_ordered.simulation import TOPIC, Simulation, SimulationResult, crossing_scenario, find_seed, run
+from kafka_ordered.testing.simulation import TOPIC, Simulation, SimulationResult, crossing_scenario, find_seed, run
 
 # 4 -> 8 -> 4 -> 8: shrink then expand, every partition both gains and loses keys.
 SHRINK_EXPAND: Dict[str, Any] = dict(layouts=(8, 4, 8))

@@ -1,63 +1,53 @@
-"""Admin API: put topics under management and change their layouts.
+""":class:`LayoutAdmin`: the layout operations (create, adopt, expand, plan,
+shrink, retire, describe) and the physical-partition calls they need.
 
 Every change is one record appended to the layout log; producers and
 consumers follow the log. Physical partitions are only ever added (Kafka
 cannot delete partitions): a *shrink* is a layout change that marks the
-removed partitions draining, and a later expansion reuses them.
+removed partitions draining, and a later expansion reuses them. Replica
+placement, healing and leader elections are delegated to
+:class:`~kafka_ordered.admin._replicas.ReplicaPlacement`.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
-from dataclasses import dataclass, field
-from types import MappingProxyType, TracebackType
-from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple, Type
+from types import TracebackType
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 
-from . import _cluster
-from ._cluster import ClusterState, ElectionResult, ReassignmentResult
-from ._kafka import OffsetReader, new_admin, partition_count, topic_exists, translate
-from .config import connection_config, split_config
-from .errors import (
+from .._kafka import OffsetReader, new_admin, partition_count, topic_exists
+from ..config import connection_config, split_config
+from ..errors import (
     ConcurrentLayoutChangeError,
-    InvalidLayoutError,
     KafkaOrderedError,
-    PlacementError,
     TopicAlreadyManagedError,
     TopicNotManagedError,
     UnknownTopicError,
     UnsupportedBrokerApiError,
+    translate,
 )
-from .gates import GateStatus, gate_open
-from .history import Gate, LayoutChange, LayoutHistory, LogProblem, Registration, encode_layout
-from .layout import DEFAULT_SETTLE_MS, HashName, Layout
-from .layout_log import LayoutFollower, LayoutLog
-from .placement import (
-    MIN_INSYNC_REPLICAS,
-    HealPlan,
-    MinRequiredReplicationFactor,
-    PartitionLimits,
-    PlacementPlan,
-    plan_heal,
-    plan_partitions,
-    remaining_capacity,
+from ..history import Gate, LayoutHistory, Registration, encode_layout
+from ..layout import DEFAULT_SETTLE_MS, HashName, Layout
+from ..layout_log import LayoutFollower, LayoutLog
+from ..placement import HealPlan, MinRequiredReplicationFactor, PartitionLimits, PlacementPlan
+from . import _cluster
+from ._replicas import ReplicaPlacement
+from ._results import (
+    ClusterState,
+    ElectionResult,
+    ExpansionPlan,
+    ExpansionResult,
+    GroupGateState,
+    HealResult,
+    RetireResult,
+    TopicDescription,
 )
 
-__all__ = [
-    "LayoutAdmin",
-    "TopicDescription",
-    "RetireResult",
-    "GroupGateState",
-    "ExpansionPlan",
-    "ExpansionResult",
-    "HealResult",
-]
-
-_logger = logging.getLogger(__name__)
+__all__ = ["LayoutAdmin"]
 
 _ADMIN_OPTIONS = (
     "ordered.layout.topic",
@@ -65,222 +55,6 @@ _ADMIN_OPTIONS = (
     "ordered.metadata.timeout.ms",
     "ordered.follower.poll.interval.ms",
 )
-
-
-@dataclass(frozen=True)
-class GroupGateState:
-    """One gate as a consumer group sees it: open, or waiting on sources
-    (``waiting_on``: source -> (wait offset, group's processed offset)) for
-    ``waiting_s`` seconds since the registration was written."""
-
-    partition: int
-    start: int
-    producer_id: str
-    epoch: int
-    open: bool
-    waiting_on: Mapping[int, Tuple[int, int]]
-    waiting_s: float
-
-
-@dataclass(frozen=True)
-class TopicDescription:
-    """Everything the layout log knows about one managed topic."""
-
-    topic: str
-    layout: Layout
-    history: Tuple[LayoutChange, ...]
-    physical_partitions: int
-    draining: FrozenSet[int]
-    spares: FrozenSet[int]
-    lineage: Mapping[int, Optional[int]]
-    registrations: Tuple[Registration, ...]
-    problems: Tuple[LogProblem, ...] = ()
-    group: Optional[str] = None
-    gates: Tuple[GroupGateState, ...] = ()
-
-    def to_dict(self) -> Dict[str, Any]:
-        d: Dict[str, Any] = {
-            "topic": self.topic,
-            "layout": self.layout.to_dict(),
-            "physical_partitions": self.physical_partitions,
-            "draining": sorted(self.draining),
-            "spares": sorted(self.spares),
-            "lineage": {str(p): parent for p, parent in sorted(self.lineage.items())},
-            "history": [
-                {"epoch": c.layout.epoch, "op": c.op, "partitions": c.layout.partitions,
-                 "physical_partitions": c.layout.physical_partitions, "draining": sorted(c.layout.draining),
-                 "offset": c.offset, "timestamp_ms": c.timestamp_ms}
-                for c in self.history
-            ],
-            "registrations": [
-                {"producer": r.producer_id, "stable": r.stable, "epoch": r.epoch, "from_epoch": r.from_epoch,
-                 "offset": r.offset, "timestamp_ms": r.timestamp_ms,
-                 "gates": {str(g.partition): {"start": g.start, "wait": {str(q): w for q, w in g.wait.items()}}
-                           for g in r.gates}}
-                for r in self.registrations
-            ],
-            "problems": [{"offset": p.offset, "reason": p.reason} for p in self.problems],
-        }
-        if self.group is not None:
-            d["group"] = self.group
-            d["gates"] = [
-                {"partition": g.partition, "start": g.start, "producer": g.producer_id, "epoch": g.epoch,
-                 "open": g.open, "waiting_s": round(g.waiting_s, 3),
-                 "waiting_on": {str(q): {"wait": w, "processed": pr} for q, (w, pr) in g.waiting_on.items()}}
-                for g in self.gates
-            ]
-        return d
-
-
-@dataclass(frozen=True)
-class RetireResult:
-    """Outcome of :meth:`LayoutAdmin.retire`: the partitions that became spares,
-    those still draining with the reason, and the new layout (unchanged when
-    nothing was retired)."""
-
-    layout: Layout
-    retired: FrozenSet[int]
-    still_draining: Mapping[int, str]
-    deleted_records: Mapping[int, int] = field(default_factory=dict)
-
-
-def _ids(ps: Iterable[int]) -> str:
-    ps = sorted(ps)
-    return ", ".join(map(str, ps)) if ps else "-"
-
-
-def _capacity_text(cap: Mapping[int, Optional[int]]) -> str:
-    return ", ".join(f"{b}: {'unlimited' if c is None else c}" for b, c in sorted(cap.items())) or "not read"
-
-
-def _elections_dict(elections: Mapping[int, ElectionResult]) -> Dict[str, Any]:
-    return {str(p): {"status": r.status, "code": r.code, "error": r.error, "message": r.message}
-            for p, r in sorted(elections.items())}
-
-
-@dataclass(frozen=True)
-class ExpansionPlan:
-    """What :meth:`LayoutAdmin.expand` would do, computed by :meth:`LayoutAdmin.plan`
-    without changing anything.
-
-    ``reused_draining`` and ``reused_spares`` are existing physical partitions
-    that become undeleted again (no broker call); ``placement`` places the
-    physical partitions that must be created (``None`` when none are needed):
-    replicas leader first, their racks, replicas still missing in degraded mode.
-    ``remaining_capacity`` is what each live broker can still take after the
-    plan (``None``: unlimited; empty when the cluster was not read).
-    ``explicit_assignment`` is True when the new partitions are created with the
-    placement's replica lists (more than one live broker), False when the
-    broker places them (one live broker: the same placement).
-    """
-
-    topic: str
-    current: Layout
-    target: Layout
-    physical_partitions: int
-    reused_draining: FrozenSet[int]
-    reused_spares: FrozenSet[int]
-    placement: Optional[PlacementPlan]
-    remaining_capacity: Mapping[int, Optional[int]] = field(default_factory=dict)
-    explicit_assignment: bool = False
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "reused_draining", frozenset(self.reused_draining))
-        object.__setattr__(self, "reused_spares", frozenset(self.reused_spares))
-        object.__setattr__(self, "remaining_capacity", MappingProxyType(dict(sorted(self.remaining_capacity.items()))))
-
-    @property
-    def new_partitions(self) -> List[int]:
-        """The physical partitions to create, ascending."""
-        return self.placement.partitions if self.placement is not None else []
-
-    @property
-    def undeleted(self) -> List[int]:
-        """The partitions that become undeleted (reused and new)."""
-        return list(range(self.current.partitions, self.target.partitions))
-
-    def to_dict(self) -> Dict[str, Any]:
-        """A JSON-ready description (string keys)."""
-        return {
-            "topic": self.topic,
-            "from_partitions": self.current.partitions,
-            "to_partitions": self.target.partitions,
-            "physical_partitions": self.physical_partitions,
-            "target_physical_partitions": self.target.physical_partitions,
-            "reused_draining": sorted(self.reused_draining),
-            "reused_spares": sorted(self.reused_spares),
-            "new_partitions": self.new_partitions,
-            "placement": self.placement.to_dict() if self.placement is not None else None,
-            "explicit_assignment": self.explicit_assignment,
-            "remaining_capacity": {str(b): c for b, c in sorted(self.remaining_capacity.items())},
-            "layout": self.target.to_dict(),
-        }
-
-    def describe(self) -> str:
-        """A human-readable summary."""
-        lines = [
-            f"{self.topic}: expand {self.current.partitions} -> {self.target.partitions} undeleted partitions, "
-            f"physical {self.physical_partitions} -> {self.target.physical_partitions}",
-            f"reuses draining partitions: {_ids(self.reused_draining)}",
-            f"reuses spare partitions: {_ids(self.reused_spares)}",
-        ]
-        if self.placement is None:
-            lines.append("creates no physical partitions")
-        else:
-            how = "explicit replica assignment" if self.explicit_assignment else "placed by the broker (one live broker)"
-            lines.append(f"creates partitions {_ids(self.new_partitions)} ({how}):")
-            lines += ["  " + line for line in self.placement.describe().splitlines()]
-        lines.append(f"capacity left per broker: {_capacity_text(self.remaining_capacity)}")
-        return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class ExpansionResult:
-    """Outcome of :meth:`LayoutAdmin.expand_with_report`: the new layout, the
-    plan that was applied, and with ``elect_leaders=True`` one preferred
-    leader election result per partition that became undeleted."""
-
-    layout: Layout
-    plan: ExpansionPlan
-    elections: Mapping[int, ElectionResult] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "elections", MappingProxyType(dict(sorted(self.elections.items()))))
-
-    @property
-    def ok(self) -> bool:
-        """False when a requested election failed (the expansion itself was applied)."""
-        return all(r.ok for r in self.elections.values())
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {"layout": self.layout.to_dict(), "plan": self.plan.to_dict(), "elections": _elections_dict(self.elections)}
-
-
-@dataclass(frozen=True)
-class HealResult:
-    """Outcome of :meth:`LayoutAdmin.heal`: the plan, the broker's answer per
-    reassigned partition (reassignments then run in the background until the
-    new replicas catch up), and requested preferred leader elections."""
-
-    plan: HealPlan
-    reassignments: Mapping[int, ReassignmentResult] = field(default_factory=dict)
-    elections: Mapping[int, ElectionResult] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "reassignments", MappingProxyType(dict(sorted(self.reassignments.items()))))
-        object.__setattr__(self, "elections", MappingProxyType(dict(sorted(self.elections.items()))))
-
-    @property
-    def ok(self) -> bool:
-        return all(r.ok for r in self.reassignments.values()) and all(r.ok for r in self.elections.values())
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {
-            "plan": self.plan.to_dict(),
-            "reassignments": {str(p): {"replicas": list(r.replicas), "ok": r.ok, "code": r.code, "error": r.error,
-                                       "message": r.message} for p, r in sorted(self.reassignments.items())},
-            "elections": _elections_dict(self.elections),
-        }
 
 
 class LayoutAdmin:
@@ -324,8 +98,7 @@ class LayoutAdmin:
         self._follower.start()
         self._offsets = OffsetReader(self._conn, self.timeout)
         self.last_placement = None
-        # topic -> replication factor asked for when it was created/expanded under-replicated here.
-        self._intended_rf: Dict[str, int] = {}
+        self._replicas = ReplicaPlacement(self._admin, self._conn, self.timeout)
 
     # -- reading
 
@@ -411,17 +184,14 @@ class LayoutAdmin:
                         hash=hash, settle_ms=settle_ms)
         if self.sync().current(topic) is not None:
             raise TopicAlreadyManagedError(f"topic {topic} is already managed")
-        state = self._cluster_state()
-        rf = self._replication_factor(replication_factor, state)
-        plan = plan_partitions(
-            state.racks, layout.physical_partitions, rf, topic=topic,
-            min_required_replication_factor=min_required_replication_factor,
-            min_insync_replicas=self._min_insync(min_required_replication_factor, state, config=config),
-            max_partitions=self._limits(max_partitions, state),
-            current_replicas=state.live_replica_counts, ignore_racks=ignore_racks,
+        state = self._replicas.cluster_state()
+        plan = self._replicas.plan_new_topic(
+            topic, layout.physical_partitions, replication_factor, state, config=config,
+            max_partitions=max_partitions, min_required_replication_factor=min_required_replication_factor,
+            ignore_racks=ignore_racks,
         )
         exists = f"topic {topic} already exists; use adopt({topic!r}) to manage it"
-        if self._explicit(state):
+        if self._replicas.explicit(state):
             try:
                 _cluster.create_topic(self._admin, topic, plan.assignment, config=config, timeout=self.timeout)
             except TopicAlreadyManagedError as e:
@@ -437,9 +207,10 @@ class LayoutAdmin:
             try:
                 fs[topic].result()
             except KafkaException as e:
-                if e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise TopicAlreadyManagedError(exists, code=e.args[0].code()) from e
-                raise translate(e, f"creating topic {topic}", api="CreateTopics") from e
+                err = translate(e, f"creating topic {topic}", api="CreateTopics")
+                if isinstance(err, TopicAlreadyManagedError):
+                    raise TopicAlreadyManagedError(exists, code=err.code) from e
+                raise err from e
             self._wait_partitions(topic, layout.physical_partitions)
         self._placed(plan)
         return self._append(layout, "create")
@@ -510,7 +281,7 @@ class LayoutAdmin:
                 self._create_partitions(topic, xp.target.physical_partitions)
             self._placed(xp.placement)
         layout = self._append(xp.target, "expand")
-        elections = self._elect_reporting(topic, xp.undeleted) if elect_leaders else {}
+        elections = self._replicas.elect_reporting(topic, xp.undeleted) if elect_leaders else {}
         return ExpansionResult(layout, xp, elections)
 
     def plan(
@@ -595,15 +366,8 @@ class LayoutAdmin:
         the largest replica count among its partitions (pass it after a
         degraded creation made by another process).
         """
-        state = self._cluster_state()
-        current = _cluster.topic_assignment(self._admin, topic, timeout=self.timeout)
-        rf = replication_factor
-        if rf is None:
-            rf = max([self._intended_rf.get(topic, 0)] + [len(r) for r in current.values()])
-        return plan_heal(
-            current, state.racks, rf, topic=topic, max_partitions=self._limits(max_partitions, state),
-            current_replicas=state.live_replica_counts, ignore_racks=ignore_racks,
-        )
+        return self._replicas.plan_heal(topic, replication_factor=replication_factor, max_partitions=max_partitions,
+                                        ignore_racks=ignore_racks)
 
     def heal(
         self,
@@ -632,134 +396,25 @@ class LayoutAdmin:
         the reassigned partitions (results in ``result.elections``; an
         election that cannot run is reported as failed results).
         """
-        plan = self.plan_heal(topic, replication_factor=replication_factor, max_partitions=max_partitions,
-                              ignore_racks=ignore_racks)
-        if not plan.target:
-            return HealResult(plan)
-        results = _cluster.alter_partition_reassignments(self._conn, topic, plan.target, timeout=max(self.timeout, 30.0))
-        rejected = {p: r for p, r in results.items() if not r.ok}
-        if rejected:
-            accepted = sorted(p for p, r in results.items() if r.ok)
-            first = next(iter(rejected.values()))
-            raise KafkaOrderedError(
-                f"healing {topic}: the broker rejected the reassignment of "
-                + "; ".join(f"partition {p} to {list(r.replicas)} ({r.error}: {r.message})" for p, r in rejected.items())
-                + f". Accepted (in progress): {_ids(accepted)}",
-                code=first.code,
-            )
-        if topic in self._intended_rf and plan.complete:
-            del self._intended_rf[topic]
-        elections = self._elect_reporting(topic, sorted(plan.target)) if elect_leaders else {}
-        return HealResult(plan, results, elections)
+        return self._replicas.heal(topic, replication_factor=replication_factor, max_partitions=max_partitions,
+                                   ignore_racks=ignore_racks, elect_leaders=elect_leaders)
 
     def elect_leaders(self, topic: str, partitions: Optional[Iterable[int]] = None) -> Dict[int, ElectionResult]:
         """Elect the preferred (first) replica as leader of ``partitions`` of
         ``topic`` (default: all of them), KIP-183. Returns partition ->
-        :class:`~kafka_ordered._cluster.ElectionResult` (``status``
+        :class:`~kafka_ordered.admin.ElectionResult` (``status``
         ``"elected"``, ``"not_needed"`` or ``"failed"`` with the broker's
         error). Raises :class:`UnsupportedBrokerApiError` (api
         ``"ElectLeaders"``) on brokers without the API,
         :class:`UnknownTopicError`, :class:`BrokerUnavailableError`.
         """
-        if partitions is None:
-            ps = sorted(_cluster.topic_assignment(self._admin, topic, timeout=self.timeout))
-        else:
-            ps = []
-            for p in partitions:
-                if isinstance(p, bool) or not isinstance(p, int) or p < 0:
-                    raise PlacementError(f"partition ids must be ints >= 0, got {p!r}")
-                ps.append(int(p))
-        got = _cluster.elect_preferred_leaders(self._admin, [(topic, p) for p in sorted(set(ps))],
-                                               timeout=max(self.timeout, 30.0))
-        return {p: r for (t, p), r in got.items() if t == topic}
+        return self._replicas.elect_leaders(topic, partitions)
 
-    def _elect_reporting(self, topic: str, partitions: Sequence[int]) -> Dict[int, ElectionResult]:
-        """:meth:`elect_leaders` after a change that was applied: a request that
-        fails as a whole becomes one failed result per partition."""
-        if not partitions:
-            return {}
-        try:
-            return self.elect_leaders(topic, partitions)
-        except KafkaOrderedError as e:
-            code = e.code if e.code is not None else -1
-            return {p: ElectionResult(topic, p, "failed", code, type(e).__name__, str(e)) for p in partitions}
-
-    # -- placement inputs
-
-    def _cluster_state(self) -> ClusterState:
-        return _cluster.read_cluster(self._admin, timeout=self.timeout)
-
-    @staticmethod
-    def _explicit(state: ClusterState) -> bool:
-        """Send explicit replica assignments only when they carry information:
-        with one live broker every replica goes there whatever is asked (and
-        the embedded Tansu ignores explicit assignments)."""
-        return len(state.racks) > 1
+    # -- placement
 
     def _placed(self, plan: PlacementPlan) -> None:
         self.last_placement = plan
-        if plan.missing and plan.topic is not None:
-            self._intended_rf[plan.topic] = plan.replication_factor
-            _logger.warning(
-                "%s: created partitions %s under-replicated (%d of %d replicas, too few live brokers); "
-                "heal(%r) adds the missing replicas once brokers return",
-                plan.topic, sorted(plan.missing), plan.replication_factor - max(plan.missing.values()),
-                plan.replication_factor, plan.topic,
-            )
-
-    def _limits(self, max_partitions: Optional[PartitionLimits], state: ClusterState) -> Optional[PartitionLimits]:
-        """Per-broker limits without the brokers known to be offline (they get
-        no replicas); unknown ids stay, so the planner reports typos."""
-        if isinstance(max_partitions, Mapping):
-            return {b: v for b, v in max_partitions.items() if b not in state.offline}
-        return max_partitions
-
-    def _replication_factor(self, requested: int, state: ClusterState) -> int:
-        if requested != -1:
-            return requested
-        broker = state.controller if state.controller is not None and state.controller in state.racks else min(state.racks)
-        try:
-            value = _cluster.broker_config(self._admin, broker, timeout=self.timeout).get("default.replication.factor")
-        except KafkaOrderedError:
-            value = None
-        if value is not None:
-            return int(value)
-        if len(state.racks) == 1:
-            return 1
-        raise PlacementError(
-            f"broker {broker} does not report default.replication.factor: pass replication_factor explicitly"
-        )
-
-    def _min_insync(
-        self,
-        min_required: Optional[MinRequiredReplicationFactor],
-        state: ClusterState,
-        *,
-        config: Optional[Mapping[str, str]] = None,
-        topic: Optional[str] = None,
-    ) -> Optional[int]:
-        """``min.insync.replicas`` of the topic (its config, else the broker
-        default), read only when ``min_required`` asks for it."""
-        if min_required != MIN_INSYNC_REPLICAS:
-            return None
-        value = (config or {}).get("min.insync.replicas")
-        try:
-            if value is None and topic is not None:
-                value = _cluster.topic_config(self._admin, topic, timeout=self.timeout).get("min.insync.replicas")
-            if value is None:
-                broker = (state.controller if state.controller is not None and state.controller in state.racks
-                          else min(state.racks))
-                value = _cluster.broker_config(self._admin, broker, timeout=self.timeout).get("min.insync.replicas")
-        except KafkaOrderedError as e:
-            raise PlacementError(
-                f"cannot read min.insync.replicas ({e}); pass an int min_required_replication_factor"
-            ) from e
-        if value is None:
-            raise PlacementError(
-                "the cluster does not report min.insync.replicas; pass an int min_required_replication_factor "
-                "(or set min.insync.replicas in the topic config)"
-            )
-        return int(value)
+        self._replicas.placed(plan)
 
     def _plan_expansion(
         self,
@@ -771,6 +426,10 @@ class LayoutAdmin:
         *,
         read_cluster: bool,
     ) -> ExpansionPlan:
+        """The :class:`ExpansionPlan` of growing ``topic`` to ``partitions``
+        undeleted partitions: reused draining/spare partitions, and the
+        placement of new physical partitions (the cluster is read when some
+        are needed, or always with ``read_cluster``)."""
         cur = self.layout(topic)
         physical = max(cur.physical_partitions, partition_count(self._admin, topic, self.timeout))
         new = cur.expanded(partitions, physical)
@@ -779,21 +438,16 @@ class LayoutAdmin:
         placement: Optional[PlacementPlan] = None
         remaining: Mapping[int, Optional[int]] = {}
         if new.physical_partitions > physical or read_cluster:
-            state = self._cluster_state()
+            state = self._replicas.cluster_state()
         if new.physical_partitions > physical:
             assert state is not None
-            existing = _cluster.topic_assignment(self._admin, topic, timeout=self.timeout)
-            rf = max([self._intended_rf.get(topic, 0)] + [len(r) for r in existing.values()])
-            placement = plan_partitions(
-                state.racks, new.physical_partitions - len(existing), rf, topic=topic, existing=existing,
-                min_required_replication_factor=min_required,
-                min_insync_replicas=self._min_insync(min_required, state, topic=topic),
-                max_partitions=self._limits(max_partitions, state),
-                current_replicas=state.live_replica_counts, ignore_racks=ignore_racks,
+            placement = self._replicas.plan_growth(
+                topic, new.physical_partitions, state, max_partitions=max_partitions,
+                min_required_replication_factor=min_required, ignore_racks=ignore_racks,
             )
             remaining = placement.remaining
         elif state is not None:
-            remaining = remaining_capacity(state.racks, self._limits(max_partitions, state), state.live_replica_counts)
+            remaining = self._replicas.remaining(state, max_partitions)
         return ExpansionPlan(
             topic=topic,
             current=cur,
@@ -803,7 +457,7 @@ class LayoutAdmin:
             reused_spares=frozenset(reused - cur.draining),
             placement=placement,
             remaining_capacity=dict(remaining),
-            explicit_assignment=placement is not None and state is not None and self._explicit(state),
+            explicit_assignment=placement is not None and state is not None and self._replicas.explicit(state),
         )
 
     # -- describing

@@ -1,10 +1,13 @@
-"""Cluster I/O for replica placement, over confluent-kafka's ``AdminClient``.
+"""Cluster I/O for replica placement, over confluent-kafka's ``AdminClient``
+(raw admin calls; no planning, no printing).
+
 
 Reads brokers, racks and per-broker replica counts; creates topics and
 partitions with an explicit replica assignment (checking the broker honoured
 it); elects preferred leaders. Every function takes an ``AdminClient`` or a
 config dict and translates client errors into :mod:`kafka_ordered.errors`
-classes, keeping the broker error code and chaining the client exception.
+classes (:func:`kafka_ordered.errors.translate`), keeping the broker error
+code and chaining the client exception.
 
 confluent-kafka (2.16) has no AlterPartitionReassignments call:
 :func:`alter_partition_reassignments` sends it through kafka-python's
@@ -15,25 +18,24 @@ with the reassignment JSON to apply by hand.
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import time
-from dataclasses import dataclass
-from typing import Any, Dict, FrozenSet, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
 
-from .errors import (
+from ..errors import (
     BrokerUnavailableError,
     ConfigError,
     KafkaOrderedError,
     PlacementError,
-    TopicAlreadyManagedError,
     UnknownTopicError,
     UnsupportedBrokerApiError,
+    translate,
 )
-from .placement import PlacementPlan
+from ..placement import PlacementPlan
+from ._results import ClusterState, ElectionResult, ElectionStatus, ReassignmentResult
 
 __all__ = [
     "AdminLike",
@@ -56,71 +58,13 @@ __all__ = [
 ]
 
 AdminLike = Union[AdminClient, Mapping[str, Any]]
-ElectionStatus = Literal["elected", "not_needed", "failed"]
-
-_UNAVAILABLE = {
-    KafkaError._TRANSPORT,
-    KafkaError._TIMED_OUT,
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._RESOLVE,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.BROKER_NOT_AVAILABLE,
-}
-_UNSUPPORTED = {KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION}
-_BAD_PLACEMENT = {
-    KafkaError.INVALID_REPLICA_ASSIGNMENT,
-    KafkaError.INVALID_REPLICATION_FACTOR,
-    KafkaError.INVALID_PARTITIONS,
-}
 
 
 def _client(admin: AdminLike) -> AdminClient:
     return AdminClient(dict(admin)) if isinstance(admin, Mapping) else admin
 
 
-def _translate(exc: BaseException, what: str, api: str) -> KafkaOrderedError:
-    """The kafka-ordered error for a failed admin call (raise it ``from exc``)."""
-    if isinstance(exc, concurrent.futures.TimeoutError):
-        return BrokerUnavailableError(f"{what}: no answer from the cluster in time")
-    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-    if not isinstance(err, KafkaError):
-        return KafkaOrderedError(f"{what}: {exc}")
-    code, text = err.code(), f"{err.name()}: {err.str()}"
-    if code in _UNSUPPORTED:
-        return UnsupportedBrokerApiError(f"{what}: the broker does not support {api} ({text})", api=api, code=code)
-    if code in _UNAVAILABLE:
-        return BrokerUnavailableError(f"{what}: {text}", code=code)
-    if code == KafkaError.TOPIC_ALREADY_EXISTS:
-        return TopicAlreadyManagedError(f"{what}: {text}", code=code)
-    if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
-        return UnknownTopicError(f"{what}: {text}", code=code)
-    if code in _BAD_PLACEMENT:
-        return PlacementError(f"{what}: the broker rejected the replica assignment ({text})", code=code)
-    return KafkaOrderedError(f"{what}: {text}", code=code)
-
-
 # -- reading
-
-
-@dataclass(frozen=True)
-class ClusterState:
-    """What placement needs to know about a cluster.
-
-    ``racks`` covers the live brokers; ``replica_counts`` maps every broker
-    that hosts replicas (live or not, live ones always present) to how many;
-    ``offline`` are brokers named in replica lists that are not live.
-    """
-
-    cluster_id: Optional[str]
-    controller: Optional[int]
-    racks: Mapping[int, Optional[str]]
-    replica_counts: Mapping[int, int]
-    offline: FrozenSet[int]
-
-    @property
-    def live_replica_counts(self) -> Dict[int, int]:
-        """``replica_counts`` restricted to live brokers (the planner's ``current_replicas``)."""
-        return {b: self.replica_counts.get(b, 0) for b in self.racks}
 
 
 def describe_brokers(admin: AdminLike, *, timeout: float = 10.0) -> Dict[int, Optional[str]]:
@@ -135,7 +79,7 @@ def _describe(client: AdminClient, timeout: float) -> Tuple[Optional[str], Optio
     try:
         d = client.describe_cluster(request_timeout=timeout).result(timeout + 1)
     except Exception as e:
-        raise _translate(e, "describe cluster", "DescribeCluster") from e
+        raise translate(e, "describe cluster", api="DescribeCluster") from e
     controller = d.controller.id if d.controller is not None and d.controller.id >= 0 else None
     return d.cluster_id, controller, {n.id: n.rack or None for n in d.nodes}
 
@@ -145,7 +89,7 @@ def _metadata(client: AdminClient, timeout: float) -> Any:
     try:
         return client.list_topics(timeout=timeout)
     except Exception as e:
-        raise _translate(e, "read metadata", "Metadata") from e
+        raise translate(e, "read metadata", api="Metadata") from e
 
 
 def replica_counts(admin: AdminLike, *, timeout: float = 10.0) -> Dict[int, int]:
@@ -188,7 +132,7 @@ def topic_assignment(admin: AdminLike, topic: str, *, timeout: float = 10.0) -> 
     if t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART) or not t.partitions:
         raise UnknownTopicError(f"topic {topic!r} does not exist", code=KafkaError.UNKNOWN_TOPIC_OR_PART)
     if t.error is not None:
-        raise _translate(KafkaException(t.error), f"read metadata of {topic!r}", "Metadata")
+        raise translate(KafkaException(t.error), f"read metadata of {topic!r}", api="Metadata")
     return {p: list(pm.replicas) for p, pm in sorted(t.partitions.items())}
 
 
@@ -253,7 +197,7 @@ def create_topic(
         fs = client.create_topics([new], operation_timeout=timeout, request_timeout=timeout)
         fs[topic].result(timeout + 1)
     except Exception as e:
-        raise _translate(e, f"create topic {topic!r}", "CreateTopics") from e
+        raise translate(e, f"create topic {topic!r}", api="CreateTopics") from e
     wanted = {p: lists[p] for p in range(len(lists))}
     return _verify(client, topic, wanted, timeout, "CreateTopics") if verify else {p: list(r) for p, r in wanted.items()}
 
@@ -282,7 +226,7 @@ def create_partitions(
         fs = client.create_partitions([new], operation_timeout=timeout, request_timeout=timeout)
         fs[topic].result(timeout + 1)
     except Exception as e:
-        raise _translate(e, f"add partitions to {topic!r}", "CreatePartitions") from e
+        raise translate(e, f"add partitions to {topic!r}", api="CreatePartitions") from e
     wanted = {first + i: reps for i, reps in enumerate(lists)}
     return _verify(client, topic, wanted, timeout, "CreatePartitions") if verify else topic_assignment(client, topic)
 
@@ -385,24 +329,6 @@ def _how_to_reassign(topic: str, targets: Mapping[int, Sequence[int]]) -> str:
     )
 
 
-@dataclass(frozen=True)
-class ReassignmentResult:
-    """The broker's answer to moving one partition to ``replicas``.
-
-    ``ok`` is True when the reassignment was accepted (it then runs in the
-    background until the new replicas catch up); otherwise ``code``,
-    ``error`` and ``message`` carry the broker's error.
-    """
-
-    topic: str
-    partition: int
-    replicas: Tuple[int, ...]
-    ok: bool
-    code: int = 0
-    error: Optional[str] = None
-    message: Optional[str] = None
-
-
 def alter_partition_reassignments(
     admin: AdminLike, topic: str, targets: Mapping[int, Sequence[int]], *, timeout: float = 30.0
 ) -> Dict[int, ReassignmentResult]:
@@ -493,7 +419,7 @@ def _describe_configs(client: AdminClient, resource: Any, timeout: float) -> Dic
         fs = client.describe_configs([resource], request_timeout=timeout)
         entries = next(iter(fs.values())).result(timeout + 1)
     except Exception as e:
-        raise _translate(e, f"describe configs of {resource}", "DescribeConfigs") from e
+        raise translate(e, f"describe configs of {resource}", api="DescribeConfigs") from e
     return {name: entry.value for name, entry in entries.items() if entry.value is not None}
 
 
@@ -509,29 +435,6 @@ def topic_config(admin: AdminLike, topic: str, *, timeout: float = 10.0) -> Dict
 
 
 # -- preferred leader election (KIP-183)
-
-
-@dataclass(frozen=True)
-class ElectionResult:
-    """The outcome of a preferred leader election for one partition.
-
-    ``status`` is ``"elected"``, ``"not_needed"`` (the preferred replica
-    already leads) or ``"failed"``; ``code``/``error``/``message`` carry the
-    broker's error (e.g. 3 UNKNOWN_TOPIC_OR_PART, 80
-    PREFERRED_LEADER_NOT_AVAILABLE) and are 0/None on success.
-    """
-
-    topic: str
-    partition: int
-    status: ElectionStatus
-    code: int = 0
-    error: Optional[str] = None
-    message: Optional[str] = None
-
-    @property
-    def ok(self) -> bool:
-        """True when the preferred replica leads now."""
-        return self.status != "failed"
 
 
 def _election(tp: TopicPartition, exc: Optional[BaseException]) -> ElectionResult:
@@ -569,6 +472,6 @@ def elect_preferred_leaders(
         # confluent-kafka 2.16.1 raises SystemError for request_timeout/operation_timeout here.
         result = client.elect_leaders(ElectionType.PREFERRED, tps).result(timeout)
     except Exception as e:
-        raise _translate(e, "elect preferred leaders", "ElectLeaders") from e
+        raise translate(e, "elect preferred leaders", api="ElectLeaders") from e
     out = {(tp.topic, tp.partition): _election(tp, exc) for tp, exc in result.items()}
     return dict(sorted(out.items()))

@@ -28,7 +28,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Dict, Optional, Type
 
-from .errors import BrokerUnavailableError, KafkaOrderedError
+from .._environment import BOOTSTRAP_ENV
+from ..errors import BrokerUnavailableError, KafkaOrderedError
 
 __all__ = [
     "EmbeddedBroker",
@@ -36,11 +37,9 @@ __all__ = [
     "FAST_GROUP_CONFIG",
     "FAST_GROUP_CONFIG_KAFKA_PYTHON",
     "BOOTSTRAP_ENV",
+    "TANSU_ENV",
 ]
 
-#: Environment variable naming an external broker (``host:port``) that tests
-#: and the demo use instead of starting an embedded one.
-BOOTSTRAP_ENV = "KAFKA_ORDERED_BOOTSTRAP"
 #: Environment variable naming an explicit ``tansu`` binary.
 TANSU_ENV = "KAFKA_ORDERED_TANSU_BIN"
 

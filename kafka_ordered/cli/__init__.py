@@ -7,6 +7,7 @@ Human output by default, ``--json`` for scripts. Exit codes: 0 success,
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -14,10 +15,12 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from .broker import BOOTSTRAP_ENV
-from .errors import ConfigError, KafkaOrderedError
+from .._environment import BOOTSTRAP_ENV
+from ..errors import ConfigError, KafkaOrderedError
+from . import _render
+from ._render import expansion_plan_text
 
-__all__ = ["main"]
+__all__ = ["main", "expansion_plan_text"]
 
 
 def _config(args: argparse.Namespace) -> Dict[str, Any]:
@@ -33,21 +36,11 @@ def _config(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def _emit(args: argparse.Namespace, data: Any, human: Callable[[], str]) -> None:
-    if args.json:
-        print(json.dumps(data, indent=2, sort_keys=True, default=str))
-    else:
-        print(human())
-
-
-def _layout_line(d: Mapping[str, Any]) -> str:
-    draining = d.get("draining") or []
-    spares = [p for p in range(d["partitions"], d["physical_partitions"]) if p not in draining]
-    return (f"{d['topic']}: epoch {d['epoch']}, {d['partitions']} undeleted of {d['physical_partitions']} physical "
-            f"(initial {d['initial_partitions']}, hash {d['hash']}), draining {draining or '-'}, spares {spares or '-'}")
+    _render.emit(args.json, data, human)
 
 
 def _admin(args: argparse.Namespace) -> Any:
-    from .admin import LayoutAdmin
+    from ..admin import LayoutAdmin
 
     return LayoutAdmin(_config(args))
 
@@ -111,11 +104,6 @@ def _placement(args: argparse.Namespace, *, min_rf: bool = True) -> Dict[str, An
     return out
 
 
-def _elections_lines(elections: Mapping[str, Mapping[str, Any]]) -> List[str]:
-    return [f"  partition {p}: {e['status']}" + (f" ({e['error']}: {e['message']})" if e["error"] else "")
-            for p, e in elections.items()]
-
-
 def _failed_elections(elections: Mapping[str, Mapping[str, Any]]) -> List[str]:
     return [p for p, e in elections.items() if e["status"] == "failed"]
 
@@ -126,24 +114,14 @@ def cmd_create(args: argparse.Namespace) -> int:
                                  hash=args.hash, settle_ms=args.settle_ms, **_placement(args))
         placed = admin.last_placement
     data = {**lay.to_dict(), "placement": placed.to_dict() if placed is not None else None}
-
-    def human() -> str:
-        lines = ["created " + _layout_line(lay.to_dict())]
-        if placed is not None and placed.missing:
-            lines.append(f"under-replicated: partitions {sorted(placed.missing)} have "
-                         f"{placed.replication_factor - max(placed.missing.values())} of {placed.replication_factor} "
-                         f"replicas; once brokers return run `kafka-ordered heal {args.topic} "
-                         f"--replication-factor {placed.replication_factor}`")
-        return "\n".join(lines)
-
-    _emit(args, data, human)
+    _emit(args, data, lambda: _render.created_text(lay, placed, args.topic))
     return 0
 
 
 def cmd_adopt(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         lay = admin.adopt(args.topic, hash=args.hash, settle_ms=args.settle_ms)
-    _emit(args, lay.to_dict(), lambda: "adopted " + _layout_line(lay.to_dict()))
+    _emit(args, lay.to_dict(), lambda: "adopted " + _render.layout_line(lay.to_dict()))
     return 0
 
 
@@ -152,8 +130,7 @@ def _election_status(elections: Any, done: str) -> int:
     stderr) when any election failed, else 0."""
     failed = _failed_elections(elections)
     if failed:
-        print(f"error: {done}, but electing preferred leaders failed for partitions {', '.join(failed)}",
-              file=sys.stderr)
+        _render.error(f"{done}, but electing preferred leaders failed for partitions {', '.join(failed)}")
         return 1
     return 0
 
@@ -163,24 +140,14 @@ def cmd_expand(args: argparse.Namespace) -> int:
         res = admin.expand_with_report(args.topic, args.partitions, elect_leaders=args.elect_leaders, **_placement(args))
     full = res.to_dict()
     data = {**res.layout.to_dict(), "placement": full["plan"]["placement"], "elections": full["elections"]}
-
-    def human() -> str:
-        lines = ["expanded " + _layout_line(res.layout.to_dict())]
-        if res.plan.new_partitions:
-            lines.append(f"created partitions {res.plan.new_partitions}")
-        if args.elect_leaders:
-            lines.append("preferred leader elections:")
-            lines += _elections_lines(full["elections"])
-        return "\n".join(lines)
-
-    _emit(args, data, human)
+    _emit(args, data, lambda: _render.expanded_text(res, full["elections"], args.elect_leaders))
     return _election_status(full["elections"], f"{args.topic} was expanded")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         plan = admin.plan(args.topic, args.to, **_placement(args))
-    _emit(args, plan.to_dict(), plan.describe)
+    _emit(args, plan.to_dict(), lambda: _render.expansion_plan_text(plan))
     return 0
 
 
@@ -192,42 +159,23 @@ def cmd_heal(args: argparse.Namespace) -> int:
             data = plan.to_dict()
             if plan.target:
                 data["reassignment_json"] = json.loads(plan.to_reassignment_json())
-
-            def dry() -> str:
-                out = plan.describe()
-                if plan.target:
-                    out += "\nreassignment JSON (kafka-reassign-partitions.sh):\n" + plan.to_reassignment_json()
-                return out
-
-            _emit(args, data, dry)
+            _emit(args, data, lambda: _render.heal_dry_run_text(plan))
             return 0
         res = admin.heal(args.topic, replication_factor=args.replication_factor, elect_leaders=args.elect_leaders,
                          **kwargs)
     data = res.to_dict()
-
-    def human() -> str:
-        lines = [res.plan.describe()]
-        if res.reassignments:
-            lines.append(f"reassignment started for partitions {sorted(res.reassignments)} "
-                         f"(the new replicas catch up in the background)")
-        if args.elect_leaders and res.elections:
-            lines.append("preferred leader elections:")
-            lines += _elections_lines(data["elections"])
-        return "\n".join(lines)
-
-    _emit(args, data, human)
+    _emit(args, data, lambda: _render.healed_text(res, data["elections"], args.elect_leaders))
     return _election_status(data["elections"], "replicas were reassigned")
 
 
 def cmd_elect_leaders(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         results = admin.elect_leaders(args.topic, args.partitions)
-    data = {str(p): {"status": r.status, "code": r.code, "error": r.error, "message": r.message}
-            for p, r in sorted(results.items())}
-    _emit(args, data, lambda: "\n".join([f"{args.topic}: preferred leader elections"] + _elections_lines(data)))
+    data = {str(p): r.to_dict() for p, r in sorted(results.items())}
+    _emit(args, data, lambda: _render.elections_text(args.topic, data))
     failed = _failed_elections(data)
     if failed:
-        print(f"error: electing preferred leaders failed for partitions {', '.join(failed)}", file=sys.stderr)
+        _render.error(f"electing preferred leaders failed for partitions {', '.join(failed)}")
         return 1
     return 0
 
@@ -235,24 +183,14 @@ def cmd_elect_leaders(args: argparse.Namespace) -> int:
 def cmd_shrink(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         lay = admin.shrink(args.topic, args.partitions)
-    _emit(args, lay.to_dict(), lambda: "shrunk " + _layout_line(lay.to_dict()))
+    _emit(args, lay.to_dict(), lambda: "shrunk " + _render.layout_line(lay.to_dict()))
     return 0
 
 
 def cmd_retire(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         res = admin.retire(args.topic, args.group or (), delete_records=args.delete_records)
-    data = {"layout": res.layout.to_dict(), "retired": sorted(res.retired),
-            "still_draining": {str(k): v for k, v in sorted(res.still_draining.items())},
-            "deleted_records": {str(k): v for k, v in sorted(res.deleted_records.items())}}
-
-    def human() -> str:
-        lines = [f"retired {sorted(res.retired) or 'nothing'}"]
-        lines += [f"  partition {q} still draining: {why}" for q, why in sorted(res.still_draining.items())]
-        lines.append(_layout_line(res.layout.to_dict()))
-        return "\n".join(lines)
-
-    _emit(args, data, human)
+    _emit(args, res.to_dict(), lambda: _render.retired_text(res))
     return 0
 
 
@@ -260,40 +198,16 @@ def cmd_describe(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         desc = admin.describe(args.topic, group=args.group)
     data = desc.to_dict()
-
-    def human() -> str:
-        lines = [_layout_line(data["layout"]), "history:"]
-        for h in data["history"]:
-            lines.append(f"  epoch {h['epoch']:>3} {h['op']:<7} {h['partitions']} undeleted, "
-                         f"{h['physical_partitions']} physical, draining {h['draining'] or '-'} (log offset {h['offset']})")
-        lines.append("lineage (partition <- split from):")
-        children = [f"{p}<-{parent}" for p, parent in data["lineage"].items() if parent is not None]
-        lines.append("  " + (", ".join(children) if children else "no split partitions"))
-        lines.append(f"registrations: {len(data['registrations'])}")
-        for r in data["registrations"][-10:]:
-            gates = ", ".join(f"p{p}@{g['start']} waits {g['wait']}" for p, g in r["gates"].items()) or "no gates"
-            lines.append(f"  {r['producer']} epoch {r['from_epoch']}->{r['epoch']}: {gates}")
-        if data["problems"]:
-            lines.append("layout log problems:")
-            lines += [f"  offset {p['offset']}: {p['reason']}" for p in data["problems"]]
-        if args.group:
-            closed = [g for g in data["gates"] if not g["open"]]
-            lines.append(f"gates for group {args.group}: {len(data['gates']) - len(closed)} open, {len(closed)} waiting")
-            for g in closed:
-                waits = ", ".join(f"p{q} at {w['processed']} of {w['wait']}" for q, w in g["waiting_on"].items())
-                lines.append(f"  partition {g['partition']} from offset {g['start']}: waiting {g['waiting_s']:.1f} s on {waits}")
-        return "\n".join(lines)
-
-    _emit(args, data, human)
+    _emit(args, data, lambda: _render.description_text(data, args.group))
     return 0
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from .broker import EmbeddedBroker
+    from ..testing import EmbeddedBroker
 
     with EmbeddedBroker(port=args.port) as broker:
-        print(broker.bootstrap_servers, flush=True)
-        print(f"embedded Tansu broker running (pid {broker.pid}); Ctrl-C to stop", file=sys.stderr, flush=True)
+        _render.out(broker.bootstrap_servers)
+        _render.note(f"embedded Tansu broker running (pid {broker.pid}); Ctrl-C to stop")
         stop = {"now": False}
 
         def handler(signum: int, frame: Any) -> None:
@@ -304,7 +218,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
             while not stop["now"]:
                 time.sleep(0.2)
                 if not broker.running:
-                    print("broker exited", file=sys.stderr)
+                    _render.note("broker exited")
                     return 1
         except KeyboardInterrupt:
             pass
@@ -312,9 +226,37 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import main as demo_main
+    from ..testing.demo import run_demo, scenario_from_args
 
-    return demo_main(args)
+    base, runs = scenario_from_args(args)
+    results = run_demo(base, runs, bootstrap=args.bootstrap, progress=sys.stderr)
+    rows = [r.row() for r in results]
+    violations = [
+        f"  {'ordered' if r.scenario.ordered else 'plain'}: key {v.key.decode()} of {v.producer} "
+        f"delivered seq {v.seq} after {v.after_seq} ({v.where})"
+        for r in results for v in r.report.violations[:3]
+    ]
+    _render.emit(args.json, {"results": rows, "scenario": dataclasses.asdict(base)},
+                 lambda: _render.demo_table(rows, violations), sort_keys=False)
+    return 0 if all(r.report.ok for r in results if r.scenario.ordered) else 1
+
+
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``demo`` options. Scenario sizes default to ``None``: the demo then
+    uses :class:`kafka_ordered.testing.demo.Scenario`'s defaults (so parsing
+    needs no import of the testing package)."""
+    p.add_argument("--bootstrap", "-b", default=os.environ.get(BOOTSTRAP_ENV),
+                   help="use this broker instead of starting an embedded one")
+    p.add_argument("--duration", type=float, help="seconds of producing per run")
+    p.add_argument("--producers", type=int)
+    p.add_argument("--keys", type=int)
+    p.add_argument("--rate", type=int, help="records/s per producer")
+    p.add_argument("--consumers", type=int)
+    p.add_argument("--consumer-rate", type=int, help="records/s each consumer processes")
+    p.add_argument("--layouts", default="4,5,6,8,6,8", help="initial count, then the layout changes")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--only", choices=["ordered", "plain"], help="run just one of the two")
+    p.add_argument("--json", action="store_true")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -406,9 +348,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.set_defaults(fn=cmd_broker)
 
     sp = sub.add_parser("demo", help="ordered vs plain clients through layout changes, on an embedded broker")
-    from .demo import add_arguments
-
-    add_arguments(sp)
+    _demo_arguments(sp)
     sp.set_defaults(fn=cmd_demo)
     return p
 
@@ -418,7 +358,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return int(args.fn(args))
     except KafkaOrderedError as e:
-        print(f"error: {e}", file=sys.stderr)
+        _render.error(str(e))
         return 1
     except KeyboardInterrupt:
         return 130

@@ -93,9 +93,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Deque, Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
-from .gates import GateKeeper, processed_offset
-from .history import LayoutHistory, encode_layout, encode_registration
-from .layout import Layout, transition_sources
+from ..gates import GateKeeper, processed_offset
+from ..history import LayoutHistory, encode_layout, encode_registration
+from ..layout import Layout, transition_sources
 
 __all__ = ["SimulationResult", "Simulation", "run", "find_seed", "crossing_scenario", "TOPIC"]
 

@@ -4,18 +4,18 @@ A scenario runs producer and consumer *processes* against one broker:
 producers write per-key sequence numbers while an admin changes the layout
 (e.g. 4 -> 5 -> 6 -> 8 -> 6 -> 8); one producer is restarted and one
 consumer is killed (SIGKILL) mid-run; consumers are throttled so that the
-group lags behind, as real groups do. The :mod:`kafka_ordered.oracle` then
+group lags behind, as real groups do. The :class:`~kafka_ordered.testing.OrderingOracle` then
 checks every delivery. The *plain* run uses confluent-kafka's own clients
 with Kafka's default partitioner over the current partition count.
 
-``kafka-ordered demo`` (and ``make demo``) runs both and prints a table;
-:func:`run_scenario` is what the tests call.
+``kafka-ordered demo`` (and ``make demo``) runs both through :func:`run_demo`
+and prints a table; :func:`run_scenario` is what the tests call. Nothing here
+prints (progress goes to a stream the caller passes).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import signal
@@ -24,14 +24,14 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
-from .broker import BOOTSTRAP_ENV, FAST_GROUP_CONFIG, EmbeddedBroker
-from .oracle import OracleReport, OrderingOracle, decode_value, encode_value
+from ._broker import FAST_GROUP_CONFIG, EmbeddedBroker
+from ._oracle import OracleReport, OrderingOracle, decode_value, encode_value
 
-__all__ = ["Scenario", "ScenarioResult", "run_scenario", "main", "add_arguments"]
+__all__ = ["Scenario", "ScenarioResult", "run_scenario", "scenario_from_args", "run_demo"]
 
 
 @dataclass(frozen=True)
@@ -81,15 +81,15 @@ class ScenarioResult:
         }
 
 
-# -- workers (run as `python -m kafka_ordered.demo worker-...`)
+# -- workers (run as `python -m kafka_ordered.testing.demo worker-...`)
 
 
 def _producer_worker(a: argparse.Namespace) -> int:
     from confluent_kafka import Producer
 
-    from . import _hashing
-    from .layout_log import LayoutFollower
-    from .confluent import OrderedProducer
+    from .. import _hashing
+    from ..confluent import OrderedProducer
+    from ..layout_log import LayoutFollower
 
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -148,7 +148,7 @@ def _producer_worker(a: argparse.Namespace) -> int:
 def _consumer_worker(a: argparse.Namespace) -> int:
     from confluent_kafka import Consumer
 
-    from .confluent import OrderedConsumer
+    from ..confluent import OrderedConsumer
 
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -227,7 +227,7 @@ def _wait_ready(paths: List[Path], procs: Dict[int, "subprocess.Popen[bytes]"], 
 
 def _spawn(args: List[str], log: Path) -> "subprocess.Popen[bytes]":
     with open(log, "ab") as err:
-        return subprocess.Popen([sys.executable, "-m", "kafka_ordered.demo", *args],
+        return subprocess.Popen([sys.executable, "-m", "kafka_ordered.testing.demo", *args],
                                 stdout=subprocess.DEVNULL, stderr=err)
 
 
@@ -239,7 +239,7 @@ def run_scenario(
     progress: Optional[TextIO] = None,
 ) -> ScenarioResult:
     """Run one scenario against ``bootstrap`` and check it with the oracle."""
-    from .admin import LayoutAdmin
+    from ..admin import LayoutAdmin
 
     began = time.monotonic()
     tag = f"{'ordered' if scenario.ordered else 'plain'}-{scenario.seed}-{uuid.uuid4().hex[:6]}"
@@ -390,61 +390,56 @@ def run_scenario(
         admin.close()
 
 
-def _table(rows: Sequence[Dict[str, Any]]) -> str:
-    keys = list(rows[0])
-    width = max(len(k) for k in keys)
-    lines = [f"{'':<{width}}  " + "  ".join(f"{r['clients']:>10}" for r in rows)]
-    for k in keys[1:]:
-        lines.append(f"{k:<{width}}  " + "  ".join(f"{r[k]!s:>10}" for r in rows))
-    return "\n".join(lines)
+def scenario_from_args(args: argparse.Namespace) -> Tuple[Scenario, List[bool]]:
+    """The base :class:`Scenario` and the runs (``True``: ordered clients)
+    that ``kafka-ordered demo`` asks for.
 
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
+    ``args`` carries the options the CLI defines for ``demo``: ``layouts``
+    (comma-separated counts: the initial one, then the changes), ``seed``,
+    ``only`` (``"ordered"``, ``"plain"`` or ``None`` for both), and
+    ``duration``, ``producers``, ``keys``, ``rate``, ``consumers``,
+    ``consumer_rate``, where ``None`` (or a missing attribute) means the
+    :class:`Scenario` default.
+    """
     d = Scenario()
-    p.add_argument("--bootstrap", "-b", default=os.environ.get(BOOTSTRAP_ENV),
-                   help="use this broker instead of starting an embedded one")
-    p.add_argument("--duration", type=float, default=d.duration_s, help="seconds of producing per run")
-    p.add_argument("--producers", type=int, default=d.producers)
-    p.add_argument("--keys", type=int, default=d.keys)
-    p.add_argument("--rate", type=int, default=d.rate, help="records/s per producer")
-    p.add_argument("--consumers", type=int, default=d.consumers)
-    p.add_argument("--consumer-rate", type=int, default=d.consumer_rate, help="records/s each consumer processes")
-    p.add_argument("--layouts", default="4,5,6,8,6,8", help="initial count, then the layout changes")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--only", choices=["ordered", "plain"], help="run just one of the two")
-    p.add_argument("--json", action="store_true")
 
+    def opt(name: str, default: Any) -> Any:
+        value = getattr(args, name, None)
+        return default if value is None else value
 
-def main(args: argparse.Namespace) -> int:
     counts = [int(x) for x in args.layouts.split(",")]
-    base = Scenario(producers=args.producers, keys=args.keys, rate=args.rate, duration_s=args.duration,
-                    consumers=args.consumers, consumer_rate=args.consumer_rate, initial=counts[0],
+    base = Scenario(producers=opt("producers", d.producers), keys=opt("keys", d.keys), rate=opt("rate", d.rate),
+                    duration_s=opt("duration", d.duration_s), consumers=opt("consumers", d.consumers),
+                    consumer_rate=opt("consumer_rate", d.consumer_rate), initial=counts[0],
                     physical=max(counts), layouts=tuple(counts[1:]), seed=args.seed)
     runs = [True, False] if args.only is None else [args.only == "ordered"]
+    return base, runs
+
+
+def run_demo(
+    base: Scenario, runs: Sequence[bool], *, bootstrap: Optional[str] = None, progress: Optional[TextIO] = None
+) -> List[ScenarioResult]:
+    """Run ``base`` once per entry of ``runs`` (ordered clients for ``True``,
+    plain ones for ``False``) against ``bootstrap``, or an embedded broker
+    started (and stopped) here when it is ``None``. Progress lines go to
+    ``progress``. Returns the results in run order; never prints.
+    """
     broker: Optional[EmbeddedBroker] = None
-    bootstrap = args.bootstrap
     if not bootstrap:
         broker = EmbeddedBroker().start()
         bootstrap = broker.bootstrap_servers
-        print(f"embedded Tansu broker on {bootstrap}", file=sys.stderr)
+        if progress is not None:
+            progress.write(f"embedded Tansu broker on {bootstrap}\n")
     try:
         results = []
+        layouts = " -> ".join(str(n) for n in (base.initial, *base.layouts))
         for ordered in runs:
             sc = replace(base, ordered=ordered)
-            print(f"{'ordered' if ordered else 'plain'} clients: {sc.producers} producers x {sc.keys} keys, "
-                  f"{sc.consumers} consumers, layout {args.layouts.replace(',', ' -> ')}, "
-                  f"{sc.duration_s:.0f} s", file=sys.stderr)
-            results.append(run_scenario(bootstrap, sc, progress=sys.stderr))
-        rows = [r.row() for r in results]
-        if args.json:
-            print(json.dumps({"results": rows, "scenario": asdict(base)}, indent=2, default=str))
-        else:
-            print(_table(rows))
-            for r in results:
-                for v in r.report.violations[:3]:
-                    print(f"  {'ordered' if r.scenario.ordered else 'plain'}: key {v.key.decode()} of {v.producer} "
-                          f"delivered seq {v.seq} after {v.after_seq} ({v.where})")
-        return 0 if all(r.report.ok for r in results if r.scenario.ordered) else 1
+            if progress is not None:
+                progress.write(f"{'ordered' if ordered else 'plain'} clients: {sc.producers} producers x {sc.keys} "
+                               f"keys, {sc.consumers} consumers, layout {layouts}, {sc.duration_s:.0f} s\n")
+            results.append(run_scenario(bootstrap, sc, progress=progress))
+        return results
     finally:
         if broker is not None:
             broker.stop()

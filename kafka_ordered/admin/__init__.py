@@ -1,0 +1,40 @@
+"""Admin API: put topics under management and change their layouts.
+
+:class:`LayoutAdmin` is the entry point; the other names are the frozen
+result types its methods return. Every layout change is one record appended
+to the layout log; producers and consumers follow the log. Physical
+partitions are only ever added (Kafka cannot delete partitions): a *shrink*
+is a layout change that marks the removed partitions draining, and a later
+expansion reuses them.
+
+Inside: ``_admin`` (layout operations), ``_results`` (result types),
+``_replicas`` (replica placement orchestration over the pure
+:mod:`kafka_ordered.placement`), ``_cluster`` (raw ``AdminClient`` I/O).
+Nothing here prints; the CLI renders results.
+"""
+
+from ._admin import LayoutAdmin
+from ._results import (
+    ClusterState,
+    ElectionResult,
+    ExpansionPlan,
+    ExpansionResult,
+    GroupGateState,
+    HealResult,
+    ReassignmentResult,
+    RetireResult,
+    TopicDescription,
+)
+
+__all__ = [
+    "LayoutAdmin",
+    "TopicDescription",
+    "RetireResult",
+    "GroupGateState",
+    "ExpansionPlan",
+    "ExpansionResult",
+    "HealResult",
+    "ElectionResult",
+    "ReassignmentResult",
+    "ClusterState",
+]

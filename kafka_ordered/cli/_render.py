@@ -1,0 +1,204 @@
+"""Output of the ``kafka-ordered`` command line: the only module of the
+package that prints.
+
+:func:`emit` writes a command's result as JSON (``--json``) or as the text a
+``*_text`` function renders; :func:`error` and :func:`note` write to stderr.
+The ``*_text`` functions are pure: they take result objects (or their
+``to_dict()``) and return text.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Optional, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from ..admin import ExpansionPlan, ExpansionResult, HealResult, RetireResult
+    from ..layout import Layout
+    from ..placement import HealPlan, PlacementPlan
+
+__all__ = [
+    "emit",
+    "error",
+    "note",
+    "out",
+    "layout_line",
+    "elections_lines",
+    "created_text",
+    "expanded_text",
+    "expansion_plan_text",
+    "heal_dry_run_text",
+    "healed_text",
+    "elections_text",
+    "retired_text",
+    "description_text",
+    "demo_table",
+]
+
+
+# -- writing
+
+
+def emit(as_json: bool, data: Any, text: Callable[[], str], *, sort_keys: bool = True) -> None:
+    """Print ``data`` as indented JSON (keys sorted unless ``sort_keys=False``)
+    when ``as_json``, else the text ``text()`` renders (called only then), on
+    stdout."""
+    if as_json:
+        print(json.dumps(data, indent=2, sort_keys=sort_keys, default=str))
+    else:
+        print(text())
+
+
+def out(line: str) -> None:
+    """Print ``line`` on stdout and flush."""
+    print(line, flush=True)
+
+
+def note(line: str) -> None:
+    """Print ``line`` on stderr and flush (progress and notices)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def error(message: str) -> None:
+    """Print ``error: message`` on stderr."""
+    print(f"error: {message}", file=sys.stderr)
+
+
+# -- text
+
+
+def _ids(ps: Iterable[int]) -> str:
+    ps = sorted(ps)
+    return ", ".join(map(str, ps)) if ps else "-"
+
+
+def _capacity_text(cap: Mapping[int, Optional[int]]) -> str:
+    return ", ".join(f"{b}: {'unlimited' if c is None else c}" for b, c in sorted(cap.items())) or "not read"
+
+
+def layout_line(d: Mapping[str, Any]) -> str:
+    """One line for a layout's ``to_dict()``: epoch, counts, hash, draining, spares."""
+    draining = d.get("draining") or []
+    spares = [p for p in range(d["partitions"], d["physical_partitions"]) if p not in draining]
+    return (f"{d['topic']}: epoch {d['epoch']}, {d['partitions']} undeleted of {d['physical_partitions']} physical "
+            f"(initial {d['initial_partitions']}, hash {d['hash']}), draining {draining or '-'}, spares {spares or '-'}")
+
+
+def elections_lines(elections: Mapping[str, Mapping[str, Any]]) -> List[str]:
+    """One indented line per election (partition -> ``ElectionResult.to_dict()``)."""
+    return [f"  partition {p}: {e['status']}" + (f" ({e['error']}: {e['message']})" if e["error"] else "")
+            for p, e in elections.items()]
+
+
+def created_text(layout: Layout, placed: Optional[PlacementPlan], topic: str) -> str:
+    """``kafka-ordered create``: the new layout, and how to heal an
+    under-replicated creation."""
+    lines = ["created " + layout_line(layout.to_dict())]
+    if placed is not None and placed.missing:
+        lines.append(f"under-replicated: partitions {sorted(placed.missing)} have "
+                     f"{placed.replication_factor - max(placed.missing.values())} of {placed.replication_factor} "
+                     f"replicas; once brokers return run `kafka-ordered heal {topic} "
+                     f"--replication-factor {placed.replication_factor}`")
+    return "\n".join(lines)
+
+
+def expanded_text(res: ExpansionResult, elections: Mapping[str, Mapping[str, Any]], elect_leaders: bool) -> str:
+    """``kafka-ordered expand``: the new layout, created partitions, elections."""
+    lines = ["expanded " + layout_line(res.layout.to_dict())]
+    if res.plan.new_partitions:
+        lines.append(f"created partitions {res.plan.new_partitions}")
+    if elect_leaders:
+        lines.append("preferred leader elections:")
+        lines += elections_lines(elections)
+    return "\n".join(lines)
+
+
+def expansion_plan_text(plan: ExpansionPlan) -> str:
+    """A human-readable summary of an :class:`~kafka_ordered.admin.ExpansionPlan`
+    (``kafka-ordered plan``)."""
+    lines = [
+        f"{plan.topic}: expand {plan.current.partitions} -> {plan.target.partitions} undeleted partitions, "
+        f"physical {plan.physical_partitions} -> {plan.target.physical_partitions}",
+        f"reuses draining partitions: {_ids(plan.reused_draining)}",
+        f"reuses spare partitions: {_ids(plan.reused_spares)}",
+    ]
+    if plan.placement is None:
+        lines.append("creates no physical partitions")
+    else:
+        how = "explicit replica assignment" if plan.explicit_assignment else "placed by the broker (one live broker)"
+        lines.append(f"creates partitions {_ids(plan.new_partitions)} ({how}):")
+        lines += ["  " + line for line in plan.placement.describe().splitlines()]
+    lines.append(f"capacity left per broker: {_capacity_text(plan.remaining_capacity)}")
+    return "\n".join(lines)
+
+
+def heal_dry_run_text(plan: HealPlan) -> str:
+    """``kafka-ordered heal --dry-run``: the plan and its reassignment JSON."""
+    text = plan.describe()
+    if plan.target:
+        text += "\nreassignment JSON (kafka-reassign-partitions.sh):\n" + plan.to_reassignment_json()
+    return text
+
+
+def healed_text(res: HealResult, elections: Mapping[str, Mapping[str, Any]], elect_leaders: bool) -> str:
+    """``kafka-ordered heal``: the plan, started reassignments, elections."""
+    lines = [res.plan.describe()]
+    if res.reassignments:
+        lines.append(f"reassignment started for partitions {sorted(res.reassignments)} "
+                     f"(the new replicas catch up in the background)")
+    if elect_leaders and res.elections:
+        lines.append("preferred leader elections:")
+        lines += elections_lines(elections)
+    return "\n".join(lines)
+
+
+def elections_text(topic: str, elections: Mapping[str, Mapping[str, Any]]) -> str:
+    """``kafka-ordered elect-leaders``: one line per partition."""
+    return "\n".join([f"{topic}: preferred leader elections"] + elections_lines(elections))
+
+
+def retired_text(res: RetireResult) -> str:
+    """``kafka-ordered retire``: retired partitions, why others still drain, the layout."""
+    lines = [f"retired {sorted(res.retired) or 'nothing'}"]
+    lines += [f"  partition {q} still draining: {why}" for q, why in sorted(res.still_draining.items())]
+    lines.append(layout_line(res.layout.to_dict()))
+    return "\n".join(lines)
+
+
+def description_text(data: Mapping[str, Any], group: Optional[str]) -> str:
+    """``kafka-ordered describe``, from ``TopicDescription.to_dict()``; gates
+    only when described for ``group``."""
+    lines = [layout_line(data["layout"]), "history:"]
+    for h in data["history"]:
+        lines.append(f"  epoch {h['epoch']:>3} {h['op']:<7} {h['partitions']} undeleted, "
+                     f"{h['physical_partitions']} physical, draining {h['draining'] or '-'} (log offset {h['offset']})")
+    lines.append("lineage (partition <- split from):")
+    children = [f"{p}<-{parent}" for p, parent in data["lineage"].items() if parent is not None]
+    lines.append("  " + (", ".join(children) if children else "no split partitions"))
+    lines.append(f"registrations: {len(data['registrations'])}")
+    for r in data["registrations"][-10:]:
+        gates = ", ".join(f"p{p}@{g['start']} waits {g['wait']}" for p, g in r["gates"].items()) or "no gates"
+        lines.append(f"  {r['producer']} epoch {r['from_epoch']}->{r['epoch']}: {gates}")
+    if data["problems"]:
+        lines.append("layout log problems:")
+        lines += [f"  offset {p['offset']}: {p['reason']}" for p in data["problems"]]
+    if group:
+        closed = [g for g in data["gates"] if not g["open"]]
+        lines.append(f"gates for group {group}: {len(data['gates']) - len(closed)} open, {len(closed)} waiting")
+        for g in closed:
+            waits = ", ".join(f"p{q} at {w['processed']} of {w['wait']}" for q, w in g["waiting_on"].items())
+            lines.append(f"  partition {g['partition']} from offset {g['start']}: waiting {g['waiting_s']:.1f} s on {waits}")
+    return "\n".join(lines)
+
+
+def demo_table(rows: Sequence[Mapping[str, Any]], violations: Sequence[str] = ()) -> str:
+    """``kafka-ordered demo``: one column per run (``ScenarioResult.row()``),
+    then the given violation lines."""
+    keys = list(rows[0])
+    width = max(len(k) for k in keys)
+    lines = [f"{'':<{width}}  " + "  ".join(f"{r['clients']:>10}" for r in rows)]
+    for k in keys[1:]:
+        lines.append(f"{k:<{width}}  " + "  ".join(f"{r[k]!s:>10}" for r in rows))
+    lines += list(violations)
+    return "\n".join(lines)

@@ -1,0 +1,41 @@
+"""Testing machinery: an embedded broker, an ordering oracle, a broker-free
+simulation and the ordered-vs-plain demo.
+
+Not part of the client API: nothing else in :mod:`kafka_ordered` imports this
+package at import time (the CLI's ``broker`` and ``demo`` commands import it
+when they run). The broker-free simulation is
+:mod:`kafka_ordered.testing.simulation`, the demo scenarios
+:mod:`kafka_ordered.testing.demo`.
+
+- :class:`EmbeddedBroker` runs a Tansu broker (``pip install
+  'kafka-ordered[broker]'``) on a free loopback port; :data:`BOOTSTRAP_ENV`
+  names an external broker to use instead.
+- :data:`FAST_GROUP_CONFIG` (confluent-kafka) and
+  :data:`FAST_GROUP_CONFIG_KAFKA_PYTHON` make consumer-group joins fast on it.
+- :class:`OrderingOracle` checks per-key delivery order of values made by
+  :func:`encode_value`.
+"""
+
+from ._broker import (
+    BOOTSTRAP_ENV,
+    FAST_GROUP_CONFIG,
+    FAST_GROUP_CONFIG_KAFKA_PYTHON,
+    TANSU_ENV,
+    EmbeddedBroker,
+    find_tansu,
+)
+from ._oracle import OracleReport, OrderingOracle, Violation, decode_value, encode_value
+
+__all__ = [
+    "EmbeddedBroker",
+    "find_tansu",
+    "BOOTSTRAP_ENV",
+    "TANSU_ENV",
+    "FAST_GROUP_CONFIG",
+    "FAST_GROUP_CONFIG_KAFKA_PYTHON",
+    "OrderingOracle",
+    "OracleReport",
+    "Violation",
+    "encode_value",
+    "decode_value",
+]

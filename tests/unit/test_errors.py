@@ -1,0 +1,126 @@
+"""The error-code table of :mod:`kafka_ordered.errors` and :func:`translate`."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import inspect
+import subprocess
+import sys
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+import kafka_ordered.errors as errors
+from kafka_ordered.errors import (
+    CODES,
+    BrokerUnavailableError,
+    KafkaOrderedError,
+    PlacementError,
+    TopicAlreadyManagedError,
+    UnknownTopicError,
+    UnsupportedBrokerApiError,
+    for_code,
+    translate,
+)
+
+
+@pytest.mark.parametrize("name", sorted(CODES))
+def test_table_constants_equal_confluent_kafkas(name: str) -> None:
+    assert CODES[name] == getattr(KafkaError, name)
+
+
+def test_errors_module_is_pure() -> None:
+    """errors.py runs on its own (no package, no confluent-kafka)."""
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('errs', {errors.__file__!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "assert m.for_code(3) is m.UnknownTopicError\n"
+        "assert not any(n.split('.')[0] in ('confluent_kafka', 'kafka_ordered') for n in sys.modules)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(
+    "code, cls",
+    [
+        (KafkaError._TRANSPORT, BrokerUnavailableError),
+        (KafkaError._ALL_BROKERS_DOWN, BrokerUnavailableError),
+        (KafkaError._TIMED_OUT, BrokerUnavailableError),
+        (KafkaError.REQUEST_TIMED_OUT, BrokerUnavailableError),
+        (KafkaError.LEADER_NOT_AVAILABLE, BrokerUnavailableError),
+        (KafkaError.UNKNOWN_TOPIC_OR_PART, UnknownTopicError),
+        (KafkaError._UNKNOWN_TOPIC, UnknownTopicError),
+        (KafkaError._UNKNOWN_PARTITION, UnknownTopicError),
+        (KafkaError._UNSUPPORTED_FEATURE, UnsupportedBrokerApiError),
+        (KafkaError.UNSUPPORTED_VERSION, UnsupportedBrokerApiError),
+        (KafkaError.INVALID_REQUEST, UnsupportedBrokerApiError),
+        (KafkaError.TOPIC_ALREADY_EXISTS, TopicAlreadyManagedError),
+        (KafkaError.INVALID_REPLICA_ASSIGNMENT, PlacementError),
+        (KafkaError.INVALID_REPLICATION_FACTOR, PlacementError),
+        (KafkaError.INVALID_PARTITIONS, PlacementError),
+    ],
+)
+def test_for_code_maps_representative_codes(code: int, cls: type) -> None:
+    assert for_code(code) is cls
+
+
+@pytest.mark.parametrize("code", [KafkaError.POLICY_VIOLATION, KafkaError.CLUSTER_AUTHORIZATION_FAILED, 12345, -1, None])
+def test_unknown_codes_map_to_the_root(code: object) -> None:
+    assert for_code(code) is KafkaOrderedError  # type: ignore[arg-type]
+
+
+def _kexc(code: int) -> KafkaException:
+    return KafkaException(KafkaError(code, "canned"))
+
+
+@pytest.mark.parametrize(
+    "code, cls",
+    [
+        (KafkaError._TRANSPORT, BrokerUnavailableError),
+        (KafkaError.UNKNOWN_TOPIC_OR_PART, UnknownTopicError),
+        (KafkaError._UNSUPPORTED_FEATURE, UnsupportedBrokerApiError),
+        (KafkaError.TOPIC_ALREADY_EXISTS, TopicAlreadyManagedError),
+        (KafkaError.INVALID_REPLICA_ASSIGNMENT, PlacementError),
+        (KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaOrderedError),
+    ],
+)
+def test_translate_keeps_the_code(code: int, cls: type) -> None:
+    e = _kexc(code)
+    got = translate(e, "doing it", api="CreateTopics")
+    assert type(got) is cls and got.code == code
+    assert str(got).startswith("doing it: ")
+    with pytest.raises(cls) as raised:
+        raise got from e
+    assert raised.value.__cause__ is e
+
+
+def test_translate_names_the_api() -> None:
+    got = translate(_kexc(KafkaError._UNSUPPORTED_FEATURE), "electing", api="ElectLeaders")
+    assert isinstance(got, UnsupportedBrokerApiError) and got.api == "ElectLeaders" and "ElectLeaders" in str(got)
+    anon = translate(_kexc(KafkaError.UNSUPPORTED_VERSION), "reading")
+    assert isinstance(anon, UnsupportedBrokerApiError) and anon.api == "unknown"
+
+
+def test_translate_other_failures() -> None:
+    unavailable = translate(_kexc(KafkaError._ALL_BROKERS_DOWN), "connecting")
+    assert "bootstrap.servers" in str(unavailable)
+    timeout = translate(concurrent.futures.TimeoutError(), "describe cluster")
+    assert type(timeout) is BrokerUnavailableError and timeout.code is None
+    other = translate(RuntimeError("boom"), "doing it")
+    assert type(other) is KafkaOrderedError and other.code is None and "boom" in str(other)
+    bare = translate(KafkaException(KafkaError(KafkaError._UNKNOWN_TOPIC)), "reading")  # type: ignore[arg-type]
+    assert type(bare) is UnknownTopicError and bare.code == KafkaError._UNKNOWN_TOPIC
+
+
+def test_every_public_error_accepts_and_keeps_code() -> None:
+    required = {"api": "CreatePartitions", "offset": 7, "remaining": {1: 2}, "version": 2}
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        if not (inspect.isclass(cls) and issubclass(cls, KafkaOrderedError)):
+            continue
+        params = inspect.signature(cls).parameters
+        kw = {k: v for k, v in required.items() if k in params}
+        e = cls("message", code=42, **kw)
+        assert e.code == 42 and str(e) == "message", name
+        assert cls("message", **kw).code is None, name
