@@ -22,9 +22,10 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
 from ._ports import LogResources, ProducerPort
 from .errors import RegistrationError, SwitchTimeoutError
-from .history import LayoutHistory, encode_registration
+from .history import LayoutHistory
 from .layout import Layout
-from .registration import GateSpec, gate_specs, initial_from_epoch, needs_record, own_gates, transition
+from .history import Gate
+from .registration import Flush, GateSpec, ReadEnds, SwitchPlan, plan_gates, switch_steps
 
 __all__ = ["RegisteringCore", "RegistrationRecord", "TopicState"]
 
@@ -105,6 +106,8 @@ class RegisteringCore:
         self.fast_lock = threading.Lock()
         self._idle = threading.Condition(self.lock)
         self.registrations: List[RegistrationRecord] = []
+        #: Gates this instance registered, per topic (its view may lag its own appends).
+        self.own_gates: Dict[str, List[Gate]] = {}
         #: How a switch is run: :meth:`switch`, or an adapter's wrapper of it
         #: (kafka-python moves switches started on its sender thread elsewhere).
         self.run_switch: Callable[[str, TopicState, Any], None] = self.switch
@@ -246,16 +249,7 @@ class RegisteringCore:
 
     def _register(self, topic: str, st: TopicState, began: float,
                   deadline: float) -> Tuple[Layout, RegistrationRecord]:
-        history = self.follower.history
-        target = history.current(topic)
-        assert target is not None
-        if st.layout is not None:
-            from_epoch = st.layout.epoch
-        else:
-            from_epoch = initial_from_epoch(history, topic, self.producer_id, self.stable_id,
-                                            int(time.time() * 1000), self.window_ms)
-        spec: GateSpec = {}
-        offset: Optional[int] = None
+        """Perform the steps :func:`registration.switch_steps` asks for."""
         phases: Dict[str, float] = {}
         mark = began
 
@@ -265,32 +259,36 @@ class RegisteringCore:
             phases[name] = now - mark
             mark = now
 
-        srcs = transition(history, topic, from_epoch, target)
-        if srcs:
-            self._flush_all(deadline)
-            phase("flush")
-            # Waits first, then starts, in separate reads: one sweep can
-            # produce two registrations that wait on each other.
-            offsets = self.shared.offsets
-            waits = offsets.end_offsets({(topic, q) for qs in srcs.values() for q in qs}, self._remaining(deadline))
-            phase("waits")
-            starts = offsets.end_offsets({(topic, p) for p in srcs}, self._remaining(deadline))
-            phase("starts")
-            spec = gate_specs(srcs, {q: w for (_, q), w in waits.items()}, {p: s for (_, p), s in starts.items()},
-                              own_gates(history, topic, self.producer_id))
-        last = history.last_registration(topic, self.producer_id) if self.stable_id else None
-        if needs_record(spec, self.stable_id, last.epoch if last is not None else None, target.epoch):
-            offset = self.shared.writer.append(*encode_registration(
-                topic, self.producer_id, self.stable_id, target.epoch, min(from_epoch, target.epoch), spec))
-            phase("append")
-            if spec:
-                time.sleep(self._settle_s(target))
-                phase("settle")
-        if spec:
+        own = self.own_gates.setdefault(topic, [])
+        steps = switch_steps(self.follower.history, topic, self.producer_id, self.stable_id, st.layout,
+                             int(time.time() * 1000), self.window_ms, own)
+        answer: Any = None
+        while True:
+            try:
+                step = steps.send(answer)
+            except StopIteration as done:
+                plan: SwitchPlan = done.value
+                break
+            if isinstance(step, Flush):
+                self._flush_all(deadline)
+                answer = None
+                phase("flush")
+            elif isinstance(step, ReadEnds):
+                ends = self.shared.offsets.end_offsets({(topic, p) for p in step.partitions},
+                                                       self._remaining(deadline))
+                answer = {p: off for (_, p), off in ends.items()}
+                phase(step.role)
+            else:
+                answer = self.shared.writer.append(step.key, step.value)
+                phase("append")
+        own.extend(plan_gates(plan, topic, self.producer_id))
+        if plan.spec:
+            time.sleep(self._settle_s(plan.target))
+            phase("settle")
             log.info("producer %s registered for %s epoch %d (from %d) at layout-log offset %s with gates on %s",
-                     self.producer_id, topic, target.epoch, from_epoch, offset, sorted(spec))
-        return target, RegistrationRecord(topic, from_epoch, target.epoch, spec, offset,
-                                          time.monotonic() - began, phases)
+                     self.producer_id, topic, plan.target.epoch, plan.from_epoch, plan.offset, sorted(plan.spec))
+        return plan.target, RegistrationRecord(topic, plan.from_epoch, plan.target.epoch, plan.spec, plan.offset,
+                                               time.monotonic() - began, phases)
 
     def _settle_s(self, layout: Layout) -> float:
         ms = layout.settle_ms if self.settle_override is None else max(self.settle_override, layout.settle_ms)

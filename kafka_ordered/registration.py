@@ -10,10 +10,12 @@ functions.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, Generator, Iterable, List, Literal, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from .history import Gate, LayoutHistory
 from .layout import Layout, transition_sources
+from .records import encode_registration
 
 __all__ = [
     "GateSpec",
@@ -23,6 +25,13 @@ __all__ = [
     "gate_specs",
     "needs_record",
     "own_gates",
+    "Flush",
+    "ReadEnds",
+    "Append",
+    "SwitchStep",
+    "SwitchPlan",
+    "switch_steps",
+    "plan_gates",
 ]
 
 #: target partition -> (start offset, {source partition: wait offset})
@@ -109,3 +118,97 @@ def needs_record(spec: GateSpec, stable: bool, last_epoch: Optional[int], epoch:
 def own_gates(history: LayoutHistory, topic: str, producer_id: str) -> List[Gate]:
     """Every gate ``producer_id`` registered on ``topic``, in log order."""
     return [g for r in history.registrations(topic) if r.producer_id == producer_id for g in r.gates]
+
+
+# -- the order of a switch ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Flush:
+    """Wait until nothing this producer sent is in flight (answer: ``None``)."""
+
+
+@dataclass(frozen=True)
+class ReadEnds:
+    """Read the log-end offsets of ``partitions``, true or higher, in one
+    request issued now (answer: ``{partition: offset}``). ``role`` is
+    ``"waits"`` (sources) or ``"starts"`` (targets)."""
+
+    partitions: Tuple[int, ...]
+    role: Literal["waits", "starts"]
+
+
+@dataclass(frozen=True)
+class Append:
+    """Append this record to the layout log and wait for its acknowledgement
+    (answer: its offset)."""
+
+    key: bytes
+    value: bytes
+
+
+SwitchStep = Union[Flush, ReadEnds, Append]
+
+
+@dataclass(frozen=True)
+class SwitchPlan:
+    """What a switch registered: the layout it switched to, from which epoch,
+    its gates, and the registration's layout-log offset (``None``: nothing
+    was appended)."""
+
+    target: Layout
+    from_epoch: int
+    spec: GateSpec
+    offset: Optional[int]
+
+
+def switch_steps(history: LayoutHistory, topic: str, producer_id: str, stable: bool, current: Optional[Layout],
+                 now_ms: int, window_ms: int, own: Sequence[Gate] = (),
+                 reads_first: Literal["waits", "starts"] = "waits") -> Generator[SwitchStep, Any, SwitchPlan]:
+    """The steps of one switch to the topic's current layout (design section 3),
+    as requests for the caller to perform, without doing any I/O.
+
+    The caller sends each step's answer back; the generator returns the
+    :class:`SwitchPlan`. ``current`` is the layout the producer sends under
+    (``None`` at its first keyed send). ``own`` are the gates this producer
+    instance registered itself: its view of the log may not include its own
+    latest registrations yet, and their waits must be inherited all the same
+    (those of earlier incarnations come from the log). The order is the rule: flush, then
+    every wait offset (sources) in one read, then, in a second read, every
+    start offset (targets), then the append. ``reads_first="starts"`` exists
+    only so that the simulation can show the deadlock the other order causes.
+    """
+    target = history.current(topic)
+    assert target is not None, f"{topic} is not managed"
+    if current is not None:
+        from_epoch = current.epoch
+    else:
+        from_epoch = initial_from_epoch(history, topic, producer_id, stable, now_ms, window_ms)
+    srcs = transition(history, topic, from_epoch, target)
+    spec: GateSpec = {}
+    if srcs:
+        yield Flush()
+        reads: List[Tuple[Literal["waits", "starts"], Tuple[int, ...]]] = [
+            ("waits", tuple(sorted({q for qs in srcs.values() for q in qs}))),
+            ("starts", tuple(sorted(srcs))),
+        ]
+        if reads_first == "starts":
+            reads.reverse()
+        got: Dict[str, Mapping[int, int]] = {}
+        for role, partitions in reads:
+            got[role] = yield ReadEnds(partitions, role)
+        spec = gate_specs(srcs, got["waits"], got["starts"], [*own_gates(history, topic, producer_id), *own])
+    last = history.last_registration(topic, producer_id) if stable else None
+    offset: Optional[int] = None
+    if needs_record(spec, stable, last.epoch if last is not None else None, target.epoch):
+        offset = yield Append(*encode_registration(topic, producer_id, stable, target.epoch,
+                                                   min(from_epoch, target.epoch), spec))
+    return SwitchPlan(target, from_epoch, spec, offset)
+
+
+def plan_gates(plan: SwitchPlan, topic: str, producer_id: str) -> List[Gate]:
+    """The gates a finished switch registered, as the log will replay them."""
+    if plan.offset is None:
+        return []
+    return [Gate(topic, p, start, dict(wait), producer_id, plan.target.epoch, plan.offset)
+            for p, (start, wait) in sorted(plan.spec.items())]

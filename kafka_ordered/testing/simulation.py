@@ -39,7 +39,7 @@ The model
   - *restart* (crash): per partition a random prefix of the in-flight records
     is acknowledged, the rest (and the buffer) is lost — unacknowledged records
     carry no promise. The new incarnation follows the whole log and registers
-    at its first send from ``_initial_from_epoch``: a stable id from the epoch
+    at its first send from :func:`~kafka_ordered.registration.initial_from_epoch`: a stable id from the epoch
     of its last registration, an anonymous one from the oldest layout change
     inside ``window`` steps (none: no gates).
 * **Consumers**: one group of ``members``; every physical partition is owned
@@ -91,11 +91,22 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from ..gates import GateKeeper, processed_offset
-from ..history import LayoutHistory, encode_layout, encode_registration
-from ..layout import Layout, transition_sources
+from ..history import LayoutHistory, encode_layout
+from ..layout import Layout
+from ..history import Gate
+from ..registration import (
+    Append,
+    Flush,
+    ReadEnds,
+    SwitchPlan,
+    SwitchStep,
+    initial_from_epoch,
+    plan_gates,
+    switch_steps,
+)
 
 __all__ = ["SimulationResult", "Simulation", "run", "find_seed", "crossing_scenario", "TOPIC"]
 
@@ -168,16 +179,23 @@ class _View:
 
 
 class _Registration:
-    __slots__ = ("target", "from_epoch", "srcs", "phase", "groups", "waits", "starts")
+    """A producer's switch in progress: the shipped :func:`switch_steps`
+    generator, its pending step, and the offsets read so far of a ``ReadEnds``
+    step (the simulation reads one partition per step, so that other actors
+    interleave between the reads of one request)."""
 
-    def __init__(self, target: Layout, from_epoch: int, srcs: Mapping[int, FrozenSet[int]]) -> None:
-        self.target = target
-        self.from_epoch = from_epoch
-        self.srcs = srcs
-        self.phase = "flush" if srcs else "append"
-        self.groups: List[List[Tuple[str, int]]] = []
-        self.waits: Dict[int, int] = {}
-        self.starts: Dict[int, int] = {}
+    __slots__ = ("steps", "step", "pending", "got", "gated")
+
+    def __init__(self, steps: Any, first: SwitchStep) -> None:
+        self.steps = steps
+        self.step: SwitchStep = first
+        self.pending: List[int] = list(first.partitions) if isinstance(first, ReadEnds) else []
+        self.got: Dict[int, int] = {}
+        self.gated = isinstance(first, Flush)  # only switches with sources flush
+
+    @property
+    def phase(self) -> str:
+        return {Flush: "flush", ReadEnds: "reads", Append: "append"}[type(self.step)]
 
 
 class _Producer:
@@ -193,6 +211,7 @@ class _Producer:
         self.buffer: Deque[bytes] = deque()
         self.inflight: Dict[int, Deque[Tuple[bytes, str, int]]] = {}
         self.reg: Optional[_Registration] = None
+        self.own: List[Gate] = []  # gates this incarnation registered
         self.written_epoch: Optional[int] = None  # newest epoch the lineage wrote under
 
     @property
@@ -234,7 +253,9 @@ class Simulation:
     run; ``window`` is the anonymous restart window in steps;
     ``reg_weight`` and ``consumer_weight`` scale how often registration and
     consumer steps are picked (lower: registrations span more of the others'
-    steps; consumers lag more).
+    steps; consumers lag more); ``burst`` is the chance that a layout change
+    is followed at once by the next one (keys move twice before the
+    intermediate partitions receive anything).
     """
 
     def __init__(
@@ -257,6 +278,7 @@ class Simulation:
         window: int = 10**9,
         reg_weight: float = 1.0,
         consumer_weight: float = 0.5,
+        burst: float = 0.0,
         max_steps: int = 200_000,
     ) -> None:
         self.seed = seed
@@ -267,6 +289,7 @@ class Simulation:
         self.window = window
         self.reg_weight = reg_weight
         self.consumer_weight = consumer_weight
+        self.burst = burst
         self.max_steps = max_steps
         self.keys = _keys(keys)
         counts = [initial_partitions, *layouts]
@@ -281,7 +304,6 @@ class Simulation:
             self.layouts.append(lay)
         self._ops = ops
         self._partition_of = [{k: lay.partition_for(k) for k in self.keys} for lay in self.layouts]
-        self._sources_cache: Dict[Tuple[int, int], Dict[int, FrozenSet[int]]] = {}
 
         self.step_no = 0
         self.log: List[Tuple[bytes, bytes, int]] = []  # the layout log: (key, value, timestamp)
@@ -347,15 +369,6 @@ class Simulation:
         """Partition of ``key`` under the scripted layout of ``epoch``."""
         return self._partition_of[epoch - 1][key]
 
-    def _sources(self, view: _View, from_epoch: int, epoch: int) -> Dict[int, FrozenSet[int]]:
-        k = (from_epoch, epoch)
-        got = self._sources_cache.get(k)
-        if got is None:
-            h = view.history
-            got = transition_sources([h.layout(TOPIC, e) for e in range(from_epoch, epoch)], h.layout(TOPIC, epoch))
-            self._sources_cache[k] = got
-        return got
-
     # ------------------------------------------------------------------ admin
 
     def admin_step(self) -> bool:
@@ -396,22 +409,12 @@ class Simulation:
         pr.inflight.setdefault(p, deque()).append((key, pr.lineage, seq))
         pr.written_epoch = pr.layout.epoch
 
-    def _initial_from_epoch(self, pr: _Producer, target: Layout) -> int:
-        # Mirrors _RegisteringProducer._initial_from_epoch with the step number as the clock.
-        h = pr.view.history
-        if pr.stable:
-            last = h.last_registration(TOPIC, pr.pid)
-            if last is not None:
-                return last.epoch
-        recent = h.epochs_changed_since(TOPIC, self.step_no - self.window)
-        return min(recent) - 1 if recent else target.epoch
-
     def _begin_switch(self, pr: _Producer) -> None:
-        target = pr.view.current
-        if pr.layout is not None:
-            from_epoch = pr.layout.epoch
-        else:
-            from_epoch = self._initial_from_epoch(pr, target)
+        h = pr.view.history
+        if pr.layout is None:
+            # The oracle's bookkeeping needs the epoch the new incarnation
+            # registers from: the shipped rule, with the step number as the clock.
+            from_epoch = initial_from_epoch(h, TOPIC, pr.pid, pr.stable, self.step_no, self.window)
             if (not pr.stable and pr.incarnation > 0 and pr.written_epoch is not None
                     and from_epoch > pr.written_epoch):
                 # The new incarnation's gates do not cover the old one's writes:
@@ -419,14 +422,39 @@ class Simulation:
                 self.lineage_breaks += 1
                 pr.lineage = f"a{pr.index}.{pr.incarnation}"
                 pr.written_epoch = None
-        srcs = self._sources(pr.view, from_epoch, target.epoch) if from_epoch < target.epoch else {}
-        pr.reg = _Registration(target, from_epoch, srcs)
-        if srcs:
-            waits = [("wait", q) for q in sorted({q for qs in srcs.values() for q in qs})]
-            starts = [("start", p) for p in sorted(srcs)]
-            pr.reg.groups = [starts, waits] if self.reverse_reads else [waits, starts]
-        busy = sum(1 for x in self.producers if x.reg is not None and x.reg.srcs)
+        steps = switch_steps(h, TOPIC, pr.pid, pr.stable, pr.layout, self.step_no, self.window, pr.own,
+                             reads_first="starts" if self.reverse_reads else "waits")
+        try:
+            first = next(steps)
+        except StopIteration as done:  # nothing to flush, read or append
+            pr.reg = None
+            self._switched(pr, done.value)
+            return
+        pr.reg = _Registration(steps, first)
+        busy = sum(1 for x in self.producers if x.reg is not None and x.reg.gated)
         self.concurrent = max(self.concurrent, busy)
+
+    def _answer(self, pr: _Producer, answer: Any) -> None:
+        """Send ``answer`` to the pending step; the switch ends when the steps do."""
+        reg = pr.reg
+        assert reg is not None
+        try:
+            reg.step = reg.steps.send(answer)
+        except StopIteration as done:
+            pr.reg = None
+            self._switched(pr, done.value)
+            return
+        reg.pending = list(reg.step.partitions) if isinstance(reg.step, ReadEnds) else []
+        reg.got = {}
+
+    def _switched(self, pr: _Producer, plan: SwitchPlan) -> None:
+        pr.own.extend(plan_gates(plan, TOPIC, pr.pid))
+        if plan.spec:
+            self.registrations += 1
+            self.gates += len(plan.spec)
+        pr.layout = plan.target
+        while pr.buffer:
+            self._enqueue(pr, pr.buffer.popleft())
 
     def ack(self, i: int, partition: Optional[int] = None) -> bool:
         """Acknowledge the head in-flight record of one partition (random when omitted)."""
@@ -470,47 +498,34 @@ class Simulation:
         reg = pr.reg
         if reg is None or not self.reg_enabled(i):
             return None
-        if reg.phase == "flush":
-            reg.phase = "reads"
+        step = reg.step
+        if isinstance(step, Flush):
+            self._answer(pr, None)
             return "flush"
-        if reg.phase == "reads":
-            group = reg.groups[0]
-            kind, p = group.pop(self.rng.randrange(len(group)))
-            (reg.waits if kind == "wait" else reg.starts)[p] = len(self.logs[p])
-            if not group:
-                reg.groups.pop(0)
-            if not reg.groups:
-                reg.phase = "append"
-            return f"{kind}[{p}]"
-        # append + switch
-        target = reg.target
-        spec = {p: (reg.starts[p], {q: reg.waits[q] for q in sorted(qs)}) for p, qs in reg.srcs.items()}
-        last = pr.view.history.last_registration(TOPIC, pr.pid) if pr.stable else None
-        if spec or (pr.stable and (last is None or last.epoch != target.epoch)):
-            self._append_log(*encode_registration(TOPIC, pr.pid, pr.stable, target.epoch,
-                                                  min(reg.from_epoch, target.epoch), spec))
-            if spec:
-                self.registrations += 1
-                self.gates += len(spec)
-        pr.reg = None
-        pr.layout = target
-        while pr.buffer:
-            self._enqueue(pr, pr.buffer.popleft())
+        if isinstance(step, ReadEnds):
+            p = reg.pending.pop(self.rng.randrange(len(reg.pending)))
+            reg.got[p] = len(self.logs[p])
+            if not reg.pending:
+                self._answer(pr, dict(reg.got))
+            return f"{'wait' if step.role == 'waits' else 'start'}[{p}]"
+        assert isinstance(step, Append)
+        self._answer(pr, self._append_log(step.key, step.value))
         return "append"
 
     def read_group(self, i: int) -> List[str]:
         """Producer ``i`` flushes if still needed, then performs every read of
-        its current read group (the waits, or the starts when reversed)."""
-        reg = self.producers[i].reg
-        if reg is None:
+        its current read request (the waits, or the starts when reversed)."""
+        pr = self.producers[i]
+        if pr.reg is None:
             return []
-        if reg.phase == "flush":
+        if pr.reg.phase == "flush":
             self.ack_all(i)
             self.reg_step(i)
         done: List[str] = []
-        if reg.phase == "reads":
-            left = len(reg.groups)
-            while len(reg.groups) == left:
+        reg = pr.reg
+        if reg is not None and isinstance(reg.step, ReadEnds):
+            step = reg.step
+            while pr.reg is reg and reg.step is step:
                 done.append(str(self.reg_step(i)))
         return done
 
@@ -537,6 +552,7 @@ class Simulation:
             pr.pid = f"anon-{i}.{pr.incarnation}"
         pr.view = _View()
         pr.view.catch_up(self.log)
+        pr.own = []
         self.producer_restarts += 1
 
     def _producer_step(self, pr: _Producer) -> None:
@@ -729,7 +745,11 @@ class Simulation:
         elif kind == "producer":
             self._producer_step(actor)
         elif kind == "admin":
-            self.admin_step()
+            if (self.admin_step() and self.burst and self.applied_layouts < len(self.layouts)
+                    and self.rng.random() < self.burst):
+                # The next change follows at once: keys move twice before the
+                # intermediate partitions receive anything.
+                self._admin_at[self.applied_layouts - 1] = self.sent
         elif kind == "rebalance":
             self._rebalances_left -= 1
             p = self.rng.randrange(self.physical)
