@@ -20,6 +20,7 @@ from kafka_ordered import (
     TopicNotManagedError,
     UnknownTopicError,
     UnsafeLayoutLogError,
+    UnsupportedLayoutVersionError,
     UnsupportedBrokerApiError,
     partition_for,
 )
@@ -198,7 +199,7 @@ def test_newer_record_version_is_refused(admin: LayoutAdmin, ordered_config: Dic
     p = Producer({"bootstrap.servers": bootstrap})
     p.produce(layout_topic, json.dumps({"v": 99, "type": "layout"}).encode(), partition=0)
     p.flush(10)
-    with pytest.raises(CorruptLayoutRecordError, match="upgrade kafka-ordered"):
+    with pytest.raises(UnsupportedLayoutVersionError, match="upgrade kafka-ordered"):
         LayoutAdmin(ordered_config)
 
 
