@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Optional
 import pytest
 from confluent_kafka import KafkaException
 
-from kafka_ordered import LayoutAdmin, OrderedConsumer, OrderedProducer
+from kafka_ordered import BrokerUnavailableError, LayoutAdmin, OrderedConsumer, OrderedProducer
 
 KEYS = [f"key-{i:04d}".encode() for i in range(200)]
 
@@ -54,6 +54,18 @@ def test_failed_constructor_leaves_no_thread(ordered_config: Dict[str, Any], uni
         OrderedConsumer({**ordered_config, "group.id": unique("g"), "no.such.librdkafka.key": "x"})
     with pytest.raises(Exception):
         OrderedProducer({**ordered_config, "no.such.librdkafka.key": "x"})
+    with pytest.raises(BrokerUnavailableError):
+        OrderedConsumer({"bootstrap.servers": "127.0.0.1:1", "group.id": unique("g"),
+                         "ordered.metadata.timeout.ms": 1000})
+    from kafka_ordered.kafka_python import OrderedKafkaConsumer, OrderedKafkaProducer
+
+    bootstrap = ordered_config["bootstrap.servers"]
+    layout = ordered_config["ordered.layout.topic"]
+    with pytest.raises(Exception):
+        OrderedKafkaConsumer(bootstrap_servers=bootstrap, group_id=unique("g"), no_such_option=1,
+                             **{"ordered.layout.topic": layout})
+    with pytest.raises(Exception):
+        OrderedKafkaProducer(bootstrap_servers=bootstrap, no_such_option=1, **{"ordered.layout.topic": layout})
     time.sleep(0.2)
     assert len(_follower_threads()) == before
 
