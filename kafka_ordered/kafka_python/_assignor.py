@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set
 
 from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor as _Base
 from kafka.coordinator.assignors.abstract import ConsumerProtocolAssignment, ConsumerProtocolSubscription
@@ -25,28 +25,29 @@ log = logging.getLogger("kafka_ordered.assignor")
 LayoutSource = Callable[[str], Optional[Layout]]
 
 _registry_lock = threading.Lock()
-_registry: Dict[Tuple[str, str], List[Any]] = {}
+# Followers of this process's OrderedKafkaConsumers (one entry per consumer;
+# they share a follower per cluster). Looked up by topic: an assignor listed
+# without a follower cannot know which cluster it serves.
+_registry: List[Any] = []
 
 
-def register_layouts(bootstrap: str, layout_topic: str, follower: Any) -> None:
+def register_layouts(follower: Any) -> None:
     """Make ``follower`` (a :class:`~kafka_ordered.layout_log.LayoutFollower`)
     visible to :class:`OrderedAssignor` instances that were not given one."""
     with _registry_lock:
-        _registry.setdefault((bootstrap, layout_topic), []).append(follower)
+        _registry.append(follower)
 
 
-def unregister_layouts(bootstrap: str, layout_topic: str, follower: Any) -> None:
+def unregister_layouts(follower: Any) -> None:
+    """Undo one :func:`register_layouts`."""
     with _registry_lock:
-        lst = _registry.get((bootstrap, layout_topic), [])
-        if follower in lst:
-            lst.remove(follower)
-        if not lst:
-            _registry.pop((bootstrap, layout_topic), None)
+        if follower in _registry:
+            _registry.remove(follower)
 
 
 def _registered_layout(topic: str) -> Optional[Layout]:
     with _registry_lock:
-        followers = [f for lst in _registry.values() for f in lst]
+        followers = list(_registry)
     best: Optional[Layout] = None
     for f in followers:
         lay = f.history.current(topic)

@@ -133,12 +133,11 @@ class OrderedKafkaConsumer:
         conf["partition_assignment_strategy"] = [
             OrderedAssignor(shared.follower) if s is OrderedAssignor else s for s in strategies
         ]
-        self._registry_key = (conn["bootstrap.servers"], opts["ordered.layout.topic"])
-        register_layouts(*self._registry_key, shared.follower)
+        register_layouts(shared.follower)
         try:
             self._consumer = KafkaConsumer(**conf)
         except BaseException:
-            unregister_layouts(*self._registry_key, shared.follower)
+            unregister_layouts(shared.follower)
             shared.release()
             raise
         options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto_offset_reset", "latest")))
@@ -466,7 +465,7 @@ class OrderedKafkaConsumer:
                 self._core.opts.auto_commit = False  # also no commit from the revoke callback
             self._consumer.close(autocommit=False, timeout_ms=timeout_ms)
         finally:
-            unregister_layouts(*self._registry_key, self._shared.follower)
+            unregister_layouts(self._shared.follower)
             self._shared.release()
 
     def __enter__(self) -> "OrderedKafkaConsumer":

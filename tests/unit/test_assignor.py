@@ -320,11 +320,11 @@ def test_adapter_without_follower_reads_the_process_registry() -> None:
     cluster = FakeCluster({"reg-topic": 6})
     # Unregistered: spread like an unmanaged topic (round robin).
     before = {mid: _decode(a) for mid, a in OrderedAssignor().assign(cluster, members).items()}
-    register_layouts("host:1", "_log", follower)
+    register_layouts(follower)
     try:
         after = {mid: _decode(a) for mid, a in OrderedAssignor().assign(cluster, members).items()}
     finally:
-        unregister_layouts("host:1", "_log", follower)
+        unregister_layouts(follower)
     expected = assign_partitions(list("xyz"), {"reg-topic": 6}, {"reg-topic": lay},
                                  {x: {"reg-topic"} for x in "xyz"})
     assert after == {mid: expected[mid] for mid in after}
