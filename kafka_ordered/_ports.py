@@ -86,7 +86,9 @@ class LayoutView(Protocol):
     record), else ``None``; :meth:`sync` raises it.
     """
 
-    fatal: Optional[BaseException]
+    @property
+    def fatal(self) -> Optional[BaseException]:
+        """The error that stopped the view for good, else ``None``."""
 
     @property
     def history(self) -> "LayoutHistory":
