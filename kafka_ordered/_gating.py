@@ -442,6 +442,10 @@ class GatingCore:
         self._held.add(tp)
         self.port.pause([tp])
         self.port.seek(tp, offset)
+        waits = {q: w for q, (w, _) in next((g.waiting_on for g in self.gate_status()
+                                              if (g.topic, g.partition) == tp), {}).items()}
+        log.info("%s [%d] held at offset %d by a gate waiting for %s", tp[0], tp[1], offset,
+                 ", ".join(f"partition {q} >= {w}" for q, w in sorted(waits.items())) or "its sources")
 
     def release(self, tp: TP) -> None:
         """Undo :meth:`hold` (the one release path: gate opened, seek, rewind)."""
@@ -449,8 +453,10 @@ class GatingCore:
         self._held.discard(tp)
         st.held = None
         if st.held_since is not None:
-            st.stall_s += time.monotonic() - st.held_since
+            held_s = time.monotonic() - st.held_since
+            st.stall_s += held_s
             st.held_since = None
+            log.info("%s [%d] released after %.3f s at a gate", tp[0], tp[1], held_s)
         if not st.user_paused:
             self.port.resume([tp])
 

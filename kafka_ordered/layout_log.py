@@ -358,6 +358,12 @@ class LayoutFollower:
     def _apply(self, m: Any, offset: int) -> None:
         try:
             self.history.apply(offset, m.key(), m.value(), m.timestamp()[1])
+            key = m.key()
+            change = self.history.find_change(key.decode("utf-8", "replace"), offset) if key else None
+            if change is not None and self._thread is not None:
+                log.info("layout change observed: %s epoch %d, %d partitions (%s by %s, layout-log offset %d)",
+                         change.layout.topic, change.layout.epoch, change.layout.partitions, change.op,
+                         change.admin_id or "?", offset)
         except (CorruptLayoutRecordError, UnsupportedLayoutVersionError) as e:
             e.args = (f"layout log {self.topic} partition 0: {e}",)
             self.fatal = e
