@@ -130,3 +130,16 @@ def test_import_loads_no_testing_helpers_and_no_spark() -> None:
 def test_checker_sees_a_violation() -> None:
     """The closure walk finds a client import when one exists (so the rules can fail)."""
     assert any(n.split(".")[0] == "confluent_kafka" for _, n in _closure("kafka_ordered.confluent"))
+
+
+def test_every_subpackage_is_packaged() -> None:
+    """setup.cfg lists every package directory (a missing one installs a
+    broken distribution that only an editable checkout hides)."""
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    listed = {p.strip() for p in cfg["options"]["packages"].split(",")}
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for top in ("kafka_ordered", "spark_connector") for p in (ROOT / top).rglob("__init__.py")}
+    assert found - listed == set()
