@@ -16,6 +16,7 @@ Records fetched but held at a gate are never committed.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
@@ -25,6 +26,7 @@ from .gates import GateKeeper, GateStatus, ResetPolicy, processed_offset, start_
 from .history import LayoutHistory
 from .layout import DEFAULT_SETTLE_MS
 from .listener import PartitionKeyRebalanceListener
+from .metrics import GATE_WAIT_BUCKETS, ConsumerMetrics, GateMetrics, WaitHistogram
 
 __all__ = ["GatingCore", "PartitionState", "GatingOptions"]
 
@@ -47,6 +49,7 @@ class PartitionState:
         "log_start",
         "held",
         "held_since",
+        "held_wall",
         "user_paused",
         "stored",
         "deps",
@@ -64,7 +67,8 @@ class PartitionState:
         self.committed = -1  # the group's committed offset, as last known
         self.log_start: Optional[int] = None
         self.held: Optional[int] = None  # first offset held back at a closed gate
-        self.held_since: Optional[float] = None
+        self.held_since: Optional[float] = None  # monotonic
+        self.held_wall: Optional[float] = None  # wall clock, for operators
         self.user_paused = False
         self.stored: Optional[int] = None  # store_offsets()
         # Gates opened inside this member: (start, {source: wait}) whose source
@@ -78,7 +82,7 @@ class PartitionState:
 
     def drop_ownership(self) -> None:
         self.owned = False
-        self.position = self.processed = self.held = self.held_since = self.stored = None
+        self.position = self.processed = self.held = self.held_since = self.held_wall = self.stored = None
         self.revoke_mark = -1
         self.deps = []
         self.init_commit = False
@@ -131,6 +135,10 @@ class GatingCore:
         self._seen_version = -1
         self._delta = DEFAULT_SETTLE_MS / 1000.0
         self.last_commit = time.monotonic()
+        self.records_held_back = 0
+        self.last_wait_s: Optional[float] = None
+        self._wait_counts = [0] * (len(GATE_WAIT_BUCKETS) + 1)
+        self._wait_sum = 0.0
 
     # -- state
 
@@ -439,6 +447,7 @@ class GatingCore:
         st.held = st.position = offset
         if st.held_since is None:
             st.held_since = time.monotonic()
+            st.held_wall = time.time()
         self._held.add(tp)
         self.port.pause([tp])
         self.port.seek(tp, offset)
@@ -455,7 +464,8 @@ class GatingCore:
         if st.held_since is not None:
             held_s = time.monotonic() - st.held_since
             st.stall_s += held_s
-            st.held_since = None
+            st.held_since = st.held_wall = None
+            self._observe_wait(held_s)
             log.info("%s [%d] released after %.3f s at a gate", tp[0], tp[1], held_s)
         if not st.user_paused:
             self.port.resume([tp])
@@ -503,10 +513,12 @@ class GatingCore:
         """Decide one record of a watched partition: True to deliver (after
         announcing an opened gate), False when held at a closed gate."""
         if tp in self._held:
+            self.records_held_back += 1
             return False
         limit = self.keeper.limit(tp)
         if limit is not None and offset >= limit:
             self.hold(tp, offset)
+            self.records_held_back += 1
             return False
         if self.keeper.announce(tp, offset) and self.listener is not None:
             self.listener.on_partition_key_assigned(self.port.partitions([tp]))
@@ -525,6 +537,42 @@ class GatingCore:
                 self.release(tp)
             st.position = off
             self.port.seek(tp, off)
+
+    def _observe_wait(self, seconds: float) -> None:
+        self.last_wait_s = seconds
+        self._wait_sum += seconds
+        i = bisect.bisect_left(GATE_WAIT_BUCKETS, seconds)
+        for j in range(i, len(self._wait_counts)):
+            self._wait_counts[j] += 1
+
+    def metrics(self, group_id: str) -> ConsumerMetrics:
+        """A snapshot for :meth:`OrderedConsumer.ordered_metrics`."""
+        now = time.monotonic()
+        gates = []
+        for status in self.gate_status():
+            tp = (status.topic, status.partition)
+            if tp not in self._owned:
+                continue
+            st = self.parts[tp]
+            held = tp in self._held
+            gates.append(GateMetrics(status.topic, status.partition, status.start, held, st.held_wall,
+                                     now - st.held_since if st.held_since is not None else 0.0,
+                                     dict(status.waiting_on)))
+        history = self.follower.history
+        topics = {t for t, _ in self._owned} | self.subscribed
+        epochs = {t: lay.epoch for t in sorted(topics) if (lay := history.current(t)) is not None}
+        return ConsumerMetrics(
+            group_id=group_id,
+            owned_partitions=len(self._owned),
+            closed_gates=tuple(gates),
+            held_partitions=len(self._held),
+            records_held_back=self.records_held_back,
+            last_gate_wait_s=self.last_wait_s,
+            gate_waits=WaitHistogram(GATE_WAIT_BUCKETS, tuple(self._wait_counts), self._wait_counts[-1],
+                                     self._wait_sum),
+            layout_epochs=epochs,
+            layout_view=self.follower.view_metrics(),
+        )
 
     def has_closed_gates(self) -> bool:
         return self.opts.gating and bool(self.keeper.closed_partitions())

@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from .config import internal_config

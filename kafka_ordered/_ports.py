@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 
 if TYPE_CHECKING:
     from .history import LayoutHistory
+    from .metrics import LayoutViewMetrics
 
 __all__ = ["TP", "ConsumerPort", "ProducerPort", "OffsetsPort", "LayoutView", "LayoutWriter", "LogResources"]
 
@@ -105,6 +106,9 @@ class LayoutView(Protocol):
 
     def remove_listener(self, listener: Callable[[], None]) -> None:
         """Stop calling ``listener``."""
+
+    def view_metrics(self) -> "LayoutViewMetrics":
+        """How current the view is."""
 
 
 class LayoutWriter(Protocol):

@@ -22,9 +22,9 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
 from ._ports import LogResources, ProducerPort
 from .errors import RegistrationError, SwitchTimeoutError
-from .history import LayoutHistory
+from .history import Gate, LayoutHistory
 from .layout import Layout
-from .history import Gate
+from .metrics import ProducerMetrics
 from .registration import Flush, GateSpec, ReadEnds, SwitchPlan, plan_gates, switch_steps
 
 __all__ = ["RegisteringCore", "RegistrationRecord", "TopicState"]
@@ -346,6 +346,21 @@ class RegisteringCore:
                     continue
                 st.busy = True
             self.switch(topic, st)
+
+    def metrics(self) -> ProducerMetrics:
+        """A snapshot for :meth:`OrderedProducer.ordered_metrics`."""
+        pauses = tuple(r.pause_s for r in self.registrations)
+        epochs = {t: st.layout.epoch for t, st in sorted(self.states.items()) if st is not None and st.layout}
+        return ProducerMetrics(
+            producer_id=self.producer_id,
+            layout_epochs=epochs,
+            switches=len(pauses),
+            last_switch_pause_s=pauses[-1] if pauses else None,
+            max_switch_pause_s=max(pauses) if pauses else None,
+            switch_pauses_s=pauses,
+            records_buffered=self.buffered_count(),
+            layout_view=self.follower.view_metrics(),
+        )
 
     def buffered_count(self) -> int:
         return sum(len(st.buffer) for st in self.states.values() if st is not None)

@@ -36,6 +36,7 @@ from .gates import GateStatus, reset_policy
 from .history import LayoutHistory
 from .layout import _as_bytes
 from .listener import PartitionKeyRebalanceListener
+from .metrics import ConsumerMetrics, ProducerMetrics
 
 __all__ = ["OrderedProducer", "OrderedConsumer"]
 
@@ -139,6 +140,11 @@ class OrderedProducer:
     def producer_id(self) -> str:
         """This producer's id in registrations (the stable id, or ``anon-...``)."""
         return self._core.producer_id
+
+    def ordered_metrics(self) -> ProducerMetrics:
+        """A snapshot of this producer's layout switches, buffered records and
+        layout-log view (see :class:`kafka_ordered.metrics.ProducerMetrics`)."""
+        return self._core.metrics()
 
     @property
     def stable_id(self) -> bool:
@@ -371,6 +377,7 @@ class OrderedConsumer:
         options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto.offset.reset", "latest")))
         self._core = GatingCore(_ConsumerPort(self._consumer, options.timeout), shared.follower, shared.offsets,
                                 options)
+        self._group_id = str(conf["group.id"])
         self._user_cbs: Dict[str, Optional[Callable[..., None]]] = {}
         self._closed = False
 
@@ -388,6 +395,11 @@ class OrderedConsumer:
     def stall_seconds(self) -> Dict[TP, float]:
         """Total time each partition waited at gates that since opened."""
         return self._core.stall_seconds
+
+    def ordered_metrics(self) -> ConsumerMetrics:
+        """A snapshot of this member's gates, held records, gate waits and
+        layout-log view (see :class:`kafka_ordered.metrics.ConsumerMetrics`)."""
+        return self._core.metrics(self._group_id)
 
     def gate_status(self) -> List[GateStatus]:
         """Every partition with a closed gate: first held offset, the sources

@@ -35,6 +35,7 @@ from .errors import (
     translate,
 )
 from .history import CorruptPolicy, LayoutHistory
+from .metrics import LayoutViewMetrics
 
 __all__ = ["LayoutLog", "LayoutFollower"]
 
@@ -240,6 +241,7 @@ class LayoutFollower:
         self.error: Optional[BaseException] = None
         #: A refused or unreadable record: the follower stopped for good.
         self.fatal: Optional[LayoutLogError] = None
+        self._last_end: Optional[int] = None
         self._conn = dict(conn)
         self._consumer: Optional[Consumer] = None
         self._admin = admin if admin is not None else new_admin(self._conn)
@@ -351,6 +353,7 @@ class LayoutFollower:
                     log.warning("layout log %s partition 0: skipped the record at offset %d: %s "
                                 "(ordered.layout.corrupt.policy=skip)", self.topic, problem.offset, problem.reason)
             self.fresh_as_of = began
+            self._last_end = end
         if history.version != before:
             for listener in list(self._listeners):
                 listener()
@@ -400,6 +403,12 @@ class LayoutFollower:
         """Whether the view includes every record appended up to ``seconds``
         before now (the consumers' freshness rule). Never after a fatal error."""
         return self.fatal is None and time.monotonic() - self.fresh_as_of < seconds
+
+    def view_metrics(self) -> LayoutViewMetrics:
+        """How current the view is (no request: from the last catch-up)."""
+        nxt = self.history.next_offset
+        end = self._last_end
+        return LayoutViewMetrics(self.topic, nxt, end, max(0, (end or 0) - nxt), time.monotonic() - self.fresh_as_of)
 
     def add_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` (on the thread that read them) after new records

@@ -21,6 +21,7 @@ from ..errors import ConfigError
 from ..gates import GateStatus, reset_policy
 from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
+from ..metrics import ConsumerMetrics
 from ._compat import call_listener, dotted, off_loop, resume_discarding_parked, subscription_positions
 
 __all__ = ["OrderedKafkaConsumer"]
@@ -124,6 +125,7 @@ class OrderedKafkaConsumer:
         conf["enable_auto_commit"] = False
         conn = kafka_python_connection_config(conf)
         self._closed = False
+        self._group_id = str(conf["group_id"])
         shared = _log.acquire(conn, opts["ordered.layout.topic"],
                               corrupt_policy=opts["ordered.layout.corrupt.policy"],
                               poll_interval_ms=opts["ordered.follower.poll.interval.ms"],
@@ -158,6 +160,11 @@ class OrderedKafkaConsumer:
     @property
     def stall_seconds(self) -> Dict[TP, float]:
         return self._core.stall_seconds
+
+    def ordered_metrics(self) -> ConsumerMetrics:
+        """A snapshot of this member's gates, held records, gate waits and
+        layout-log view (see :class:`kafka_ordered.metrics.ConsumerMetrics`)."""
+        return self._core.metrics(self._group_id)
 
     def gate_status(self) -> List[GateStatus]:
         """Every partition with a closed gate (see :meth:`OrderedConsumer.gate_status`)."""

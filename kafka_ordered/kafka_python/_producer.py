@@ -18,6 +18,7 @@ from ..config import PRODUCER_OPTIONS, forced, kafka_python_connection_config, s
 from ..errors import PartitionOverrideError
 from ..history import LayoutHistory
 from ..layout import _as_bytes
+from ..metrics import ProducerMetrics
 from ._compat import dotted, serializer
 
 __all__ = ["OrderedKafkaProducer", "BufferedRecordFuture"]
@@ -157,6 +158,11 @@ class OrderedKafkaProducer:
     @property
     def producer_id(self) -> str:
         return self._core.producer_id
+
+    def ordered_metrics(self) -> ProducerMetrics:
+        """A snapshot of this producer's layout switches, buffered records and
+        layout-log view (see :class:`kafka_ordered.metrics.ProducerMetrics`)."""
+        return self._core.metrics()
 
     @property
     def stable_id(self) -> bool:

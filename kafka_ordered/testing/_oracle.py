@@ -13,7 +13,7 @@ never delivered.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 __all__ = ["encode_value", "decode_value", "Violation", "OracleReport", "OrderingOracle"]
 

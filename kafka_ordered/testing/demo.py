@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from ._broker import FAST_GROUP_CONFIG, EmbeddedBroker
-from ._oracle import OracleReport, OrderingOracle, decode_value, encode_value
+from ._oracle import OracleReport, OrderingOracle, encode_value
 
 __all__ = ["Scenario", "ScenarioResult", "run_scenario", "scenario_from_args", "run_demo"]
 

@@ -1,0 +1,108 @@
+"""Typed snapshots of what the ordering protocol is doing (pure, no I/O).
+
+Every wrapper's ``ordered_metrics()`` returns one of these frozen snapshots;
+:mod:`kafka_ordered.prometheus` exports them. Times are seconds; wall-clock
+times are Unix epoch seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Tuple
+
+__all__ = [
+    "GATE_WAIT_BUCKETS",
+    "LayoutViewMetrics",
+    "GateMetrics",
+    "WaitHistogram",
+    "ConsumerMetrics",
+    "ProducerMetrics",
+]
+
+#: Upper bounds (seconds) of the gate-wait histogram buckets.
+GATE_WAIT_BUCKETS: Tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+@dataclass(frozen=True)
+class LayoutViewMetrics:
+    """How current this process's view of the layout log is.
+
+    ``next_offset``: the next layout-log offset the view will apply;
+    ``end_offset``: the log end seen at the last catch-up (``None`` before
+    one); ``lag``: records between them; ``age_s``: seconds since the last
+    completed catch-up began.
+    """
+
+    topic: str
+    next_offset: int
+    end_offset: Optional[int]
+    lag: int
+    age_s: float
+
+
+@dataclass(frozen=True)
+class GateMetrics:
+    """A closed gate on one partition this member owns.
+
+    ``start``: first held offset; ``held``: whether the partition is stopped
+    at it now; ``held_since``: wall-clock time the hold began (``None`` when
+    not held); ``waiting_on``: source partition -> ``(wait, processed)``.
+    """
+
+    topic: str
+    partition: int
+    start: int
+    held: bool
+    held_since: Optional[float]
+    held_s: float
+    waiting_on: Mapping[int, Tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class WaitHistogram:
+    """Completed gate waits: cumulative counts per bucket of :data:`GATE_WAIT_BUCKETS`
+    (the last count is ``+Inf``), their number and total seconds."""
+
+    buckets: Tuple[float, ...] = GATE_WAIT_BUCKETS
+    counts: Tuple[int, ...] = (0,) * (len(GATE_WAIT_BUCKETS) + 1)
+    count: int = 0
+    sum_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ConsumerMetrics:
+    """A gating consumer's state.
+
+    ``records_held_back``: records fetched and held back at gates so far
+    (they are fetched again when the gate opens); ``last_gate_wait_s``: the
+    duration of the most recent completed wait.
+    """
+
+    group_id: str
+    owned_partitions: int
+    closed_gates: Tuple[GateMetrics, ...]
+    held_partitions: int
+    records_held_back: int
+    last_gate_wait_s: Optional[float]
+    gate_waits: WaitHistogram
+    layout_epochs: Mapping[str, int]
+    layout_view: LayoutViewMetrics
+
+
+@dataclass(frozen=True)
+class ProducerMetrics:
+    """A registering producer's state.
+
+    ``switches``: layout switches done; ``last_switch_pause_s`` /
+    ``max_switch_pause_s``: how long sends were held back by the last /
+    longest one; ``records_buffered``: records waiting behind a switch now.
+    """
+
+    producer_id: str
+    layout_epochs: Mapping[str, int]
+    switches: int
+    last_switch_pause_s: Optional[float]
+    max_switch_pause_s: Optional[float]
+    switch_pauses_s: Tuple[float, ...] = field(default=())
+    records_buffered: int = 0
+    layout_view: Optional[LayoutViewMetrics] = None
