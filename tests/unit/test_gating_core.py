@@ -1,0 +1,132 @@
+"""The gating core driven through fake ports (no broker): holds, releases,
+rewinds and revokes go through one path, whatever the client."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from kafka_ordered._gating import GatingCore, GatingOptions
+from kafka_ordered._ports import TP
+from kafka_ordered.history import LayoutHistory
+from kafka_ordered.layout import Layout
+from kafka_ordered.metrics import LayoutViewMetrics
+from kafka_ordered.records import encode_layout, encode_registration
+
+TOPIC = "t"
+OPTS = {"ordered.metadata.timeout.ms": 1000, "ordered.gating": True, "ordered.commit.interval.ms": 200,
+        "ordered.registration.settle.ms": None}
+
+
+class FakePort:
+    def __init__(self) -> None:
+        self.paused: set = set()
+        self.calls: List[Tuple[str, Any]] = []
+        self.position: Dict[TP, int] = {}
+        self.commits: Dict[TP, int] = {}
+
+    def pause(self, tps: List[TP]) -> None:
+        self.paused |= set(tps)
+        self.calls.append(("pause", tuple(tps)))
+
+    def resume(self, tps: List[TP]) -> None:
+        self.paused -= set(tps)
+        self.calls.append(("resume", tuple(tps)))
+
+    def seek(self, tp: TP, offset: int) -> None:
+        self.position[tp] = offset
+        self.calls.append(("seek", (tp, offset)))
+
+    def committed(self, tps: List[TP]) -> Dict[TP, int]:
+        return {tp: self.commits[tp] for tp in tps if tp in self.commits}
+
+    def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> None:
+        self.commits.update(offsets)
+
+    def positions(self, tps: List[TP]) -> Dict[TP, int]:
+        return {tp: self.position[tp] for tp in tps if tp in self.position}
+
+    def partitions(self, tps: List[TP]) -> List[TP]:
+        return list(tps)
+
+
+class FakeView:
+    fatal: Optional[BaseException] = None
+
+    def __init__(self, history: LayoutHistory) -> None:
+        self.history = history
+
+    def sync(self, timeout: Optional[float] = None) -> LayoutHistory:
+        return self.history
+
+    def fresh_within(self, seconds: float) -> bool:
+        return True
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        pass
+
+    def remove_listener(self, listener: Callable[[], None]) -> None:
+        pass
+
+    def view_metrics(self) -> LayoutViewMetrics:
+        return LayoutViewMetrics("_log", self.history.next_offset, self.history.next_offset, 0, 0.0)
+
+
+class FakeOffsets:
+    def end_offsets(self, tps: Any, timeout: Optional[float] = None) -> Dict[TP, int]:
+        return {tp: 0 for tp in tps}
+
+    def start_offsets(self, tps: Any, timeout: Optional[float] = None) -> Dict[TP, int]:
+        return {tp: 0 for tp in tps}
+
+
+def _core() -> Tuple[GatingCore, FakePort]:
+    history = LayoutHistory()
+    lay1 = Layout(TOPIC, 1, 1, 1, 2)
+    for i, value in enumerate([
+        encode_layout(lay1, "create", "a")[1],
+        encode_layout(lay1.expanded(2), "expand", "a")[1],
+        encode_registration(TOPIC, "p", True, 2, 1, {1: (5, {0: 10})})[1],
+    ]):
+        history.apply(i, TOPIC.encode(), value)
+    port = FakePort()
+    core = GatingCore(port, FakeView(history), FakeOffsets(), GatingOptions(OPTS, False, 5.0, "earliest"))
+    core.subscribed = {TOPIC}
+    core.assigned_at({(TOPIC, 1): 0})
+    return core, port
+
+
+def test_hold_then_release_when_the_source_is_committed() -> None:
+    core, port = _core()
+    assert core.watched() == {(TOPIC, 1)}
+    assert all(core.admit((TOPIC, 1), o) for o in range(5))
+    assert not core.admit((TOPIC, 1), 5)
+    assert (TOPIC, 1) in port.paused and port.position[(TOPIC, 1)] == 5
+    port.commits[(TOPIC, 0)] = 10  # another member processed the source
+    core.maintain()
+    assert (TOPIC, 1) not in port.paused and core.watched() == set()
+    assert core.metrics("g").gate_waits.count == 1
+
+
+def test_revoking_a_held_partition_resumes_it() -> None:
+    core, port = _core()
+    core.admit((TOPIC, 1), 7)
+    assert (TOPIC, 1) in port.paused
+    core.revoked([(TOPIC, 1)])
+    assert (TOPIC, 1) not in port.paused, "a revoked partition must not stay paused in the client"
+    assert core.held() == set() and core.owned == set()
+
+
+def test_user_pause_survives_a_gate_release() -> None:
+    core, port = _core()
+    core.admit((TOPIC, 1), 6)
+    core.user_pause([(TOPIC, 1)])
+    port.commits[(TOPIC, 0)] = 10
+    core.maintain()
+    assert ("resume", ((TOPIC, 1),)) not in port.calls
+
+
+def test_rewind_before_a_hold_releases_it_and_seeks_back() -> None:
+    core, port = _core()
+    core.admit((TOPIC, 1), 5)
+    core.rewind({(TOPIC, 1): 3})
+    assert (TOPIC, 1) not in core.held() and port.position[(TOPIC, 1)] == 3
