@@ -355,7 +355,7 @@ def _read(
             if err is not None:
                 code = err.code()
                 if code == eof_code:
-                    if m.offset() >= end:
+                    if (m.offset() or 0) >= end:
                         done = True
                         break
                     continue
@@ -366,20 +366,20 @@ def _read(
                     break
                 raise KafkaException(err)
             off = m.offset()
-            if off < pos:
+            if off is None or off < pos:
                 continue
             if off >= end:
                 done = True
                 break
-            keys.append(m.key())
-            values.append(m.value())
+            keys.append(m.key())  # type: ignore[arg-type]  # bytes: no deserializer configured
+            values.append(m.value())  # type: ignore[arg-type]
             offsets.append(off)
             tt, tv = m.timestamp()
             ts.append(tv)
             ts_types.append(tt)
             if include_headers:
                 h = m.headers()
-                headers.append(None if not h else [{"key": k, "value": v} for k, v in h])
+                headers.append(None if not h else [{"key": k, "value": v} for k, v in h])  # type: ignore[str-unpack]
             pos = off + 1
         if len(offsets) >= rows_per_batch:
             yield flush()
