@@ -1,11 +1,15 @@
 """Spark Structured Streaming source for kafka-ordered topics.
 
->>> import spark_connector
->>> spark_connector.register(spark)
 >>> df = (spark.readStream.format("kafka_ordered")
 ...       .option("kafka.bootstrap.servers", "localhost:9092")
 ...       .option("subscribe", "orders")
 ...       .load())
+
+PySpark finds the source by itself (the top-level module
+``pyspark_kafka_ordered``) when kafka-ordered is installed in the interpreter
+its Python workers run (``PYSPARK_PYTHON``). :func:`register` registers it
+explicitly, which also gives a precise error when those workers cannot
+import kafka-ordered.
 
 PySpark is imported only when :func:`register` is called (``kafka_ordered``
 itself never needs Spark).
@@ -15,14 +19,46 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["register", "NAME"]
+__all__ = ["register", "NAME", "INSTALL_HINT", "SparkExtraMissingError", "missing_extra"]
 
 NAME = "kafka_ordered"
 
+#: How to install what the Spark source needs.
+INSTALL_HINT = "pip install 'kafka-ordered[spark]'"
+
+
+class SparkExtraMissingError(ImportError):
+    """``pyspark`` or ``pyarrow`` (the ``spark`` extra) is not installed."""
+
+
+def missing_extra(err: ImportError) -> SparkExtraMissingError:
+    """The error to raise instead of ``err`` (an import of ``pyspark`` or
+    ``pyarrow`` that failed): it names the module and the install command."""
+    missing = (err.name or "").split(".")[0] or str(err)
+    return SparkExtraMissingError(
+        f"the kafka_ordered Spark source needs {missing}, which is not installed: {INSTALL_HINT} ({err})",
+        name=err.name,
+    )
+
 
 def register(spark: Any) -> None:
-    """Register the ``kafka_ordered`` Python data source with ``spark``
-    (a ``SparkSession``); needs ``pip install 'kafka-ordered[spark]'``."""
-    from .source import KafkaOrderedDataSource
+    """Register the ``kafka_ordered`` Python data source with ``spark`` (a
+    ``SparkSession``). Not needed when PySpark discovers it (see the module
+    docstring); harmless when it did.
 
-    spark.dataSource.register(KafkaOrderedDataSource)
+    The class is pickled by value, so a Spark worker whose interpreter lacks
+    kafka-ordered raises :class:`pyspark_kafka_ordered.WorkerEnvironmentError`
+    (set ``PYSPARK_PYTHON``) instead of a bare ``ModuleNotFoundError``.
+    Raises :class:`SparkExtraMissingError` when ``pyspark``/``pyarrow`` are
+    missing here."""
+    try:
+        import pyarrow  # noqa: F401  (needed by the executors' Arrow batches)
+        from pyspark import cloudpickle
+
+        import pyspark_kafka_ordered
+    except ImportError as e:
+        if (e.name or "").split(".")[0] in ("pyspark", "pyarrow"):
+            raise missing_extra(e) from e
+        raise
+    cloudpickle.register_pickle_by_value(pyspark_kafka_ordered)
+    spark.dataSource.register(pyspark_kafka_ordered.DefaultSource)

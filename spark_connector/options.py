@@ -30,7 +30,21 @@ __all__ = [
     "SHARED_ORDERED_OPTIONS",
     "ORDERED_OPTIONS",
     "REQUIRE_MANAGED",
+    "DEFAULT_GROUP_ID_PREFIX",
+    "STREAM_ONLY_REFUSED",
 ]
+
+#: ``groupIdPrefix`` default: consumers get ``<prefix>-<random>`` as their
+#: (never joined, never committed) group id, like the built-in source's
+#: ``spark-kafka-source-...``.
+DEFAULT_GROUP_ID_PREFIX = "kafka-ordered-spark"
+
+#: Options of a batch read that a streaming query refuses, and why.
+STREAM_ONLY_REFUSED = {
+    "endingoffsets": "endingOffsets",
+    "endingtimestamp": "endingTimestamp",
+    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
+}
 
 #: Offsets in a JSON offset spec with a special meaning (as in Spark's Kafka source).
 EARLIEST = -2
@@ -39,7 +53,6 @@ LATEST = -1
 # Kafka client options that the source manages itself (like the built-in source,
 # which refuses the Java equivalents).
 _REFUSED_KAFKA = {
-    "group.id": "the source assigns partitions itself and never joins a group",
     "enable.auto.commit": "the source never commits offsets to Kafka (Spark's checkpoint holds them)",
     "auto.offset.reset": "use startingOffsets instead",
     "enable.auto.offset.store": "the source never stores offsets in Kafka",
@@ -217,6 +230,10 @@ class SourceOptions:
     poll_timeout_ms: int
     min_partitions: Optional[int]
     max_records_per_partition: Optional[int]
+    group_id: Optional[str]  # kafka.group.id: used as is by every consumer (never joined, never committed)
+    group_id_prefix: str  # groupIdPrefix: generated group ids are "<prefix>-<random>"
+    fetch_offset_retries: int  # fetchOffset.numRetries: retries of a failed driver-side offset read
+    fetch_offset_retry_interval_ms: int  # fetchOffset.retryIntervalMs: wait between those retries
     layout_topic: str
     gating: bool
     corrupt_policy: str
@@ -231,6 +248,21 @@ class SourceOptions:
         return "assign" if self.assign else "subscribePattern" if self.pattern is not None else "subscribe"
 
 
+def _int_or(name: str, value: Optional[str], default: int) -> int:
+    """An integer >= 0, ``default`` when not given."""
+    got = _pos_int(name, value, 0)
+    return default if got is None else got
+
+
+def _group_id_prefix(value: Optional[str]) -> str:
+    if value is None:
+        return DEFAULT_GROUP_ID_PREFIX
+    v = str(value).strip()
+    if not v:
+        raise ConfigError("option groupIdPrefix must not be empty")
+    return v
+
+
 def parse_options(raw: Mapping[str, Any], *, streaming: Optional[bool]) -> SourceOptions:
     """Validate the options of a streaming (``streaming=True``) or batch
     (``False``) read; ``None`` checks what both have in common (at ``load()``,
@@ -240,17 +272,37 @@ def parse_options(raw: Mapping[str, Any], *, streaming: Optional[bool]) -> Sourc
     the option for anything wrong that can be seen without a broker.
     """
     opts: Dict[str, str] = {str(k).lower(): v for k, v in raw.items() if v is not None}
+    if not opts:
+        raise ConfigError(
+            "the kafka_ordered source got no options at all (kafka.bootstrap.servers and subscribe/"
+            "subscribePattern/assign are required). A table created with CREATE TABLE ... USING kafka_ordered "
+            "OPTIONS (...) reads like this: PySpark does not pass a catalog table's OPTIONS to a Python data "
+            "source (PythonDataSourceV2.getTable ignores them). Use spark.read/readStream.format('kafka_ordered')"
+            ".options(...), or in SQL CREATE TEMPORARY VIEW ... USING kafka_ordered OPTIONS (...)."
+        )
 
     # -- connection
     conn: Dict[str, Any] = {}
+    group_id: Optional[str] = None
     for k, v in opts.items():
         if k.startswith("kafka."):
             key = k[len("kafka."):]
             if key in _REFUSED_KAFKA:
                 raise ConfigError(f"option kafka.{key} is not supported: {_REFUSED_KAFKA[key]}")
+            if key == "group.id":
+                # As in the built-in source: used as is instead of generated ids. Our
+                # consumers only assign() and never commit, so sharing a group id (for
+                # ACLs) cannot disturb that group's members or its committed offsets.
+                group_id = str(v).strip()
+                if not group_id:
+                    raise ConfigError("option kafka.group.id must not be empty")
+                continue
             conn[key] = v
     if not conn.get("bootstrap.servers"):
-        raise ConfigError("option kafka.bootstrap.servers is required (e.g. .option('kafka.bootstrap.servers', 'host:9092'))")
+        raise ConfigError(
+            "option kafka.bootstrap.servers is required (e.g. .option('kafka.bootstrap.servers', 'host:9092')); "
+            f"options given: {', '.join(sorted(opts)) or 'none'}"
+        )
 
     # -- topics
     given = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
@@ -292,9 +344,12 @@ def parse_options(raw: Mapping[str, Any], *, streaming: Optional[bool]) -> Sourc
                          allow_latest=True)
     ending: Optional[OffsetSpec] = None
     if streaming:
-        for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
+        for k, name in STREAM_ONLY_REFUSED.items():
             if k in opts:
-                raise ConfigError(f"option {k} is not allowed for a streaming query (only for spark.read)")
+                raise ConfigError(
+                    f"option {name} is not allowed for a streaming query (only for spark.read): a stream has "
+                    "no end; stop the query instead, or use Trigger.AvailableNow to read what exists and stop"
+                )
     elif streaming is False or any(k in opts for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")):
         ending = _position(opts, "ending", "latest", allow_earliest=False, allow_latest=True)
     if streaming is False:
@@ -340,6 +395,11 @@ def parse_options(raw: Mapping[str, Any], *, streaming: Optional[bool]) -> Sourc
         poll_timeout_ms=_pos_int("kafkaConsumer.pollTimeoutMs", opts.get("kafkaconsumer.polltimeoutms")) or 120_000,
         min_partitions=_pos_int("minPartitions", opts.get("minpartitions")),
         max_records_per_partition=_pos_int("maxRecordsPerPartition", opts.get("maxrecordsperpartition")),
+        group_id=group_id,
+        group_id_prefix=_group_id_prefix(opts.get("groupidprefix")),
+        # Spark's defaults: 3 retries, 10 ms apart.
+        fetch_offset_retries=_int_or("fetchOffset.numRetries", opts.get("fetchoffset.numretries"), 3),
+        fetch_offset_retry_interval_ms=_int_or("fetchOffset.retryIntervalMs", opts.get("fetchoffset.retryintervalms"), 10),
         layout_topic=shared["ordered.layout.topic"],
         gating=shared["ordered.gating"],
         corrupt_policy=shared["ordered.layout.corrupt.policy"],

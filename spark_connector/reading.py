@@ -1,23 +1,60 @@
 """Executor side: read exactly ``[start, end)`` of one partition into Arrow
 record batches (confluent-kafka, assign + seek, no group, no commits).
 
+Consumers are pooled per worker process (:data:`POOL`), keyed by their
+config, like the built-in source's consumer cache: a Python worker that runs
+the tasks of several batches reuses one consumer per config instead of
+connecting for every task. Idle consumers are closed after
+:data:`POOL_IDLE_TIMEOUT_S`; a consumer whose read failed is closed, not
+pooled.
+
 No Spark import here beyond what the caller passes (an Arrow schema), so the
 reader is testable without a SparkSession.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
+import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
-import pyarrow as pa
+try:
+    import pyarrow as pa
+except ImportError as _e:  # pragma: no cover - depends on the installation
+    from . import missing_extra
+
+    raise missing_extra(_e) from _e
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kafka_ordered.errors import KafkaOrderedError
 
-__all__ = ["KafkaRange", "read_range", "DataLossError", "reader_config", "ROWS_PER_BATCH"]
+__all__ = [
+    "KafkaRange",
+    "read_range",
+    "DataLossError",
+    "reader_config",
+    "ROWS_PER_BATCH",
+    "ConsumerPool",
+    "POOL",
+    "POOL_IDLE_TIMEOUT_S",
+    "POOL_CAPACITY",
+    "POOL_STATS_ENV",
+]
+
+#: Idle pooled consumers are closed after this many seconds (the built-in
+#: source's ``spark.kafka.consumer.cache.timeout`` default, 5 minutes).
+POOL_IDLE_TIMEOUT_S = 300.0
+#: Idle consumers kept per worker process at most (the built-in source's
+#: ``spark.kafka.consumer.cache.capacity`` default); the oldest go first.
+POOL_CAPACITY = 64
+#: For tests: when this environment variable names a directory, every worker
+#: process writes its pool counters to ``<dir>/<pid>.json`` after each read.
+POOL_STATS_ENV = "KAFKA_ORDERED_SPARK_POOL_STATS"
 
 #: Rows per Arrow record batch handed to Spark.
 ROWS_PER_BATCH = 20_000
@@ -39,15 +76,20 @@ class KafkaRange:
     end: int
 
 
-def reader_config(conn: Mapping[str, Any]) -> Dict[str, Any]:
+def reader_config(
+    conn: Mapping[str, Any], group_id: Optional[str] = None, group_id_prefix: str = "kafka-ordered-spark"
+) -> Dict[str, Any]:
     """The librdkafka config of an executor's reading consumer: the user's
-    ``kafka.*`` options plus what exact range reads need."""
+    ``kafka.*`` options plus what exact range reads need. Its group id is
+    ``group_id`` (``kafka.group.id``) when given, else
+    ``<group_id_prefix>-<random>`` (``groupIdPrefix``); the consumer only
+    assigns partitions, so it never joins that group nor commits to it."""
     conf: Dict[str, Any] = {"isolation.level": "read_uncommitted", "log_level": 3}
     conf.update(conn)
     conf.update(
         {
             # assign() only: never joins this group, never commits.
-            "group.id": f"kafka-ordered-spark-{uuid.uuid4().hex[:8]}",
+            "group.id": group_id or f"{group_id_prefix}-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
@@ -66,6 +108,153 @@ def _data_loss(fail: bool, msg: str) -> None:
         )
 
 
+_PoolKey = Tuple[Tuple[str, str], ...]
+
+
+class ConsumerPool:
+    """Idle reading consumers of one process, keyed by config.
+
+    Contract: :meth:`acquire` hands a consumer to one reader at a time (a
+    pooled one when an idle consumer with that config exists, else a new
+    one); :meth:`release` either pools it (unassigned, so nothing of the old
+    range stays queued) or, with ``ok=False``, closes it. Consumers idle
+    longer than ``idle_timeout_s`` are closed (at the next acquire/release,
+    and by a daemon thread), so are the oldest beyond ``capacity`` and all of
+    them at interpreter exit. Thread-safe. ``created``/``reused``/``closed``
+    count what happened (for tests and logs)."""
+
+    def __init__(self, idle_timeout_s: float = POOL_IDLE_TIMEOUT_S, capacity: int = POOL_CAPACITY) -> None:
+        self.idle_timeout_s = idle_timeout_s
+        self.capacity = capacity
+        self._idle: Dict[_PoolKey, List[Tuple[float, Consumer]]] = {}
+        self._lock = threading.Lock()
+        self._evictor: Optional[threading.Thread] = None
+        self._pid = os.getpid()
+        self.created = 0
+        self.reused = 0
+        self.closed = 0
+
+    @staticmethod
+    def key(conf: Mapping[str, Any]) -> _PoolKey:
+        return tuple(sorted((str(k), str(v)) for k, v in conf.items()))
+
+    def _check_fork(self) -> None:
+        # A forked worker must not use its parent's consumers (librdkafka
+        # threads do not survive fork): start empty.
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._idle = {}
+            self._evictor = None
+            self.created = self.reused = self.closed = 0
+
+    def acquire(self, conn: Mapping[str, Any], group_id: Optional[str], group_id_prefix: str) -> Tuple[_PoolKey, Consumer]:
+        """A consumer for ``reader_config(conn, group_id, group_id_prefix)``
+        and the key to release it under."""
+        key = self.key({**conn, "\0group.id": group_id or "", "\0prefix": group_id_prefix})
+        with self._lock:
+            self._check_fork()
+            self._expire(time.monotonic())
+            idle = self._idle.get(key)
+            if idle:
+                _, c = idle.pop()
+                self.reused += 1
+                return key, c
+            self.created += 1
+        return key, Consumer(reader_config(conn, group_id, group_id_prefix))
+
+    def release(self, key: _PoolKey, consumer: Consumer, ok: bool) -> None:
+        """Give ``consumer`` back: pooled when ``ok``, else closed."""
+        if ok:
+            try:
+                consumer.unassign()
+            except Exception:
+                ok = False
+        if not ok:
+            self._close(consumer)
+            return
+        with self._lock:
+            self._check_fork()
+            now = time.monotonic()
+            self._idle.setdefault(key, []).append((now, consumer))
+            self._expire(now)
+            over = sum(len(v) for v in self._idle.values()) - self.capacity
+            while over > 0:
+                k = min(self._idle, key=lambda k: self._idle[k][0][0])
+                _, c = self._idle[k].pop(0)
+                if not self._idle[k]:
+                    del self._idle[k]
+                self._close(c)
+                over -= 1
+            if self._evictor is None:
+                self._evictor = threading.Thread(target=self._evict_loop, name="kafka-ordered-pool", daemon=True)
+                self._evictor.start()
+        self._write_stats()
+
+    def _expire(self, now: float) -> None:
+        for k in list(self._idle):
+            keep = [(t, c) for t, c in self._idle[k] if now - t < self.idle_timeout_s]
+            for t, c in self._idle[k]:
+                if now - t >= self.idle_timeout_s:
+                    self._close(c)
+            if keep:
+                self._idle[k] = keep
+            else:
+                del self._idle[k]
+
+    def _evict_loop(self) -> None:
+        while True:
+            time.sleep(max(0.05, min(30.0, self.idle_timeout_s / 2)))
+            with self._lock:
+                if self._pid != os.getpid():
+                    return
+                self._expire(time.monotonic())
+
+    def _close(self, c: Consumer) -> None:
+        self.closed += 1
+        try:
+            c.close()
+        except Exception:  # pragma: no cover - best effort
+            pass
+
+    def idle(self) -> int:
+        """How many idle consumers are pooled now."""
+        with self._lock:
+            self._check_fork()
+            return sum(len(v) for v in self._idle.values())
+
+    def close_all(self) -> None:
+        """Close every idle consumer (best effort; never raises)."""
+        with self._lock:
+            if self._pid != os.getpid():
+                return
+            idle, self._idle = self._idle, {}
+            for lst in idle.values():
+                for _, c in lst:
+                    self._close(c)
+
+    def stats(self) -> Dict[str, int]:
+        """``created``, ``reused``, ``closed``, ``idle`` of this process."""
+        return {"pid": os.getpid(), "created": self.created, "reused": self.reused, "closed": self.closed,
+                "idle": sum(len(v) for v in self._idle.values())}
+
+    def _write_stats(self) -> None:
+        where = os.environ.get(POOL_STATS_ENV)
+        if not where:
+            return
+        try:
+            path = os.path.join(where, f"{os.getpid()}.json")
+            with open(path + ".tmp", "w") as f:
+                json.dump(self.stats(), f)
+            os.replace(path + ".tmp", path)
+        except OSError:  # pragma: no cover - test aid only
+            pass
+
+
+#: The pool of this process.
+POOL = ConsumerPool()
+atexit.register(POOL.close_all)
+
+
 def read_range(
     conn: Mapping[str, Any],
     rng: KafkaRange,
@@ -75,19 +264,29 @@ def read_range(
     fail_on_data_loss: bool,
     poll_timeout_ms: int,
     rows_per_batch: int = ROWS_PER_BATCH,
+    group_id: Optional[str] = None,
+    group_id_prefix: str = "kafka-ordered-spark",
+    pool: Optional[ConsumerPool] = None,
 ) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``rng`` as Arrow batches with ``schema`` (the
     source's row schema). Stops at ``end`` without trusting ListOffsets: at
     the first record at or past ``end``, at a partition-EOF event at or past
     ``end``, or when the consumer's position reaches ``end`` (transaction
-    markers and compacted gaps hold no records)."""
+    markers and compacted gaps hold no records).
+
+    The consumer comes from ``pool`` (default :data:`POOL`) and goes back to
+    it when the range was read completely; a failed or abandoned read closes
+    it."""
     if rng.end <= rng.start:
         return
-    c = Consumer(reader_config(conn))
+    pool = POOL if pool is None else pool
+    key, c = pool.acquire(conn, group_id, group_id_prefix)
+    ok = False
     try:
         yield from _read(c, rng, schema, include_headers, fail_on_data_loss, poll_timeout_ms, rows_per_batch)
+        ok = True
     finally:
-        c.close()
+        pool.release(key, c, ok)
 
 
 def _read(
@@ -150,11 +349,13 @@ def _read(
         idle_deadline = time.monotonic() + poll_timeout_ms / 1000.0
         done = False
         for m in msgs:
+            if m.topic() is not None and (m.partition() != partition or m.topic() != topic):
+                continue  # nothing of an earlier range survives unassign(); be safe anyway
             err = m.error()
             if err is not None:
                 code = err.code()
                 if code == eof_code:
-                    if m.offset() >= end:
+                    if (m.offset() or 0) >= end:
                         done = True
                         break
                     continue
@@ -165,18 +366,20 @@ def _read(
                     break
                 raise KafkaException(err)
             off = m.offset()
+            if off is None or off < pos:
+                continue
             if off >= end:
                 done = True
                 break
-            keys.append(m.key())
-            values.append(m.value())
+            keys.append(m.key())  # type: ignore[arg-type]  # bytes: no deserializer configured
+            values.append(m.value())  # type: ignore[arg-type]
             offsets.append(off)
             tt, tv = m.timestamp()
             ts.append(tv)
             ts_types.append(tt)
             if include_headers:
                 h = m.headers()
-                headers.append(None if not h else [{"key": k, "value": v} for k, v in h])
+                headers.append(None if not h else [{"key": k, "value": v} for k, v in h])  # type: ignore[str-unpack]
             pos = off + 1
         if len(offsets) >= rows_per_batch:
             yield flush()

@@ -36,28 +36,38 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    ReadMinRows,
-    SupportsTriggerAvailableNow,
-)
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+
+try:
+    from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        ReadMinRows,
+        SupportsTriggerAvailableNow,
+    )
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    import pyspark_kafka_ordered
+except ImportError as _e:  # pragma: no cover - depends on the installation
+    if (_e.name or "").split(".")[0] not in ("pyspark", "pyarrow"):
+        raise
+    from . import missing_extra
+
+    raise missing_extra(_e) from _e
 
 from kafka_ordered.config import DEFAULT_LAYOUT_TOPIC, internal_config
 from kafka_ordered.errors import (
@@ -92,7 +102,10 @@ __all__ = [
     "KafkaOrderedBatchReader",
     "LayoutTopicNotFoundError",
     "kafka_schema",
+    "check_schema",
 ]
+
+_T = TypeVar("_T")
 
 NAME = "kafka_ordered"
 
@@ -118,6 +131,26 @@ def kafka_schema(include_headers: bool = False) -> StructType:
     return StructType(fields)
 
 
+def check_schema(schema: StructType, include_headers: bool) -> None:
+    """Raise :class:`ConfigError` unless ``schema`` is the source's row schema
+    (field names and types; nullability aside): the schema is fixed, as in
+    Spark's built-in Kafka source, so a user ``.schema(...)`` is refused.
+
+    PySpark does not show a user-specified schema to the data source at
+    ``load()`` (``schema()`` is then not called at all), so this runs when the
+    reader is created: when a streaming query starts, or at a batch read's
+    planning."""
+    want = kafka_schema(include_headers)
+    got = [(f.name, f.dataType) for f in schema.fields]
+    if got != [(f.name, f.dataType) for f in want.fields]:
+        raise ConfigError(
+            "the kafka_ordered source has a fixed schema (that of Spark's built-in Kafka source) and cannot be "
+            f"set with .schema(...): remove it; the source's schema is {want.simpleString()} "
+            f"(includeHeaders={'true' if include_headers else 'false'}), got {schema.simpleString()}. "
+            "Cast or parse the key/value columns after load() instead."
+        )
+
+
 class KafkaOrderedDataSource(DataSource):
     """``format("kafka_ordered")``: Spark's Kafka source, gated by the layout log."""
 
@@ -133,10 +166,18 @@ class KafkaOrderedDataSource(DataSource):
         return kafka_schema(opts.include_headers)
 
     def reader(self, schema: StructType) -> "KafkaOrderedBatchReader":
-        return KafkaOrderedBatchReader(parse_options(self.options, streaming=False), schema)
+        """Raises :class:`ConfigError` for stream-only options and a user schema."""
+        opts = parse_options(self.options, streaming=False)
+        check_schema(schema, opts.include_headers)
+        return KafkaOrderedBatchReader(opts, schema)
 
     def streamReader(self, schema: StructType) -> "KafkaOrderedStreamReader":
-        return KafkaOrderedStreamReader(parse_options(self.options, streaming=True), schema)
+        """Raises :class:`ConfigError` for batch-only options (``endingOffsets``...)
+        and a user schema. PySpark calls this when the query starts: at
+        ``load()`` the data source is not told whether it is read as a stream."""
+        opts = parse_options(self.options, streaming=True)
+        check_schema(schema, opts.include_headers)
+        return KafkaOrderedStreamReader(opts, schema)
 
 
 # ---------------------------------------------------------------- driver side
@@ -308,26 +349,51 @@ class _Runtime:
 
     # -- offsets
 
+    def _retrying(self, what: Callable[[], _T]) -> _T:
+        """``what()``, retried ``fetchOffset.numRetries`` times,
+        ``fetchOffset.retryIntervalMs`` apart, when it fails with a broker
+        error (as the built-in source retries its offset fetches). Errors
+        that a retry cannot fix (bad options, unknown topics) are raised at
+        once."""
+        attempt = 0
+        while True:
+            try:
+                return what()
+            except (ConfigError, UnknownTopicError, TopicNotManagedError):
+                raise
+            except (KafkaOrderedError, KafkaException):
+                if attempt >= self.opts.fetch_offset_retries:
+                    raise
+                attempt += 1
+                time.sleep(self.opts.fetch_offset_retry_interval_ms / 1000.0)
+
     def ends(self, tps: Sequence[TP]) -> Dict[TP, int]:
-        return self.offsets.end_offsets(tps)
+        return self._retrying(lambda: self.offsets.end_offsets(tps))
 
     def log_starts(self, tps: Sequence[TP]) -> Dict[TP, int]:
-        return self.offsets.start_offsets(tps) if tps else {}
+        return self._retrying(lambda: self.offsets.start_offsets(tps)) if tps else {}
 
     def for_times(self, wanted: Mapping[TP, int]) -> Dict[TP, int]:
         """First offset with timestamp >= the given one (-1 when none)."""
         if not wanted:
             return {}
         if self._ts_consumer is None:
-            self._ts_consumer = Consumer({**reader_config(self.conn)})
-        try:
-            res = self._ts_consumer.offsets_for_times(
-                [TopicPartition(t, p, ts) for (t, p), ts in wanted.items()], timeout=self.timeout
+            self._ts_consumer = Consumer(
+                {**reader_config(self.conn, self.opts.group_id, self.opts.group_id_prefix)}
             )
-        except KafkaException as e:
-            err = e.args[0]
-            raise KafkaOrderedError(f"looking up offsets by timestamp: {err.str()}", code=err.code()) from e
-        return {(r.topic, r.partition): r.offset for r in res}
+        consumer = self._ts_consumer
+
+        def lookup() -> Dict[TP, int]:
+            try:
+                res = consumer.offsets_for_times(
+                    [TopicPartition(t, p, ts) for (t, p), ts in wanted.items()], timeout=self.timeout
+                )
+            except KafkaException as e:
+                err = e.args[0]
+                raise KafkaOrderedError(f"looking up offsets by timestamp: {err.str()}", code=err.code()) from e
+            return {(r.topic, r.partition): r.offset for r in res}
+
+        return self._retrying(lookup)
 
     def resolve(self, spec: OffsetSpec, tps: Sequence[TP], name: str) -> Dict[TP, int]:
         """Offsets of ``tps`` for a starting/ending position spec."""
@@ -412,12 +478,24 @@ class KafkaInputPartition(InputPartition):
         super().__init__(rng)
         self.range = rng
 
+    def __reduce__(self) -> Any:
+        # Pickled as "import the class, then the state": a worker without
+        # kafka-ordered gets the PYSPARK_PYTHON hint, not a bare ModuleNotFoundError.
+        return pyspark_kafka_ordered.reduce_by_import(self, dict(self.__dict__))
+
 
 class _Reading:
     """``read()`` shared by the stream and batch readers (executor side)."""
 
     opts: SourceOptions
     schema: StructType
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return dict(self.__dict__)
+
+    def __reduce__(self) -> Any:
+        # See KafkaInputPartition.__reduce__.
+        return pyspark_kafka_ordered.reduce_by_import(self, self.__getstate__())
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         rng = getattr(partition, "range", None)
@@ -432,6 +510,8 @@ class _Reading:
             include_headers=self.opts.include_headers,
             fail_on_data_loss=self.opts.fail_on_data_loss,
             poll_timeout_ms=self.opts.poll_timeout_ms,
+            group_id=self.opts.group_id,
+            group_id_prefix=self.opts.group_id_prefix,
         )
 
 
@@ -445,7 +525,10 @@ class KafkaOrderedStreamReader(_Reading, DataSourceStreamReader, SupportsTrigger
         self._new_starts: Dict[TP, int] = {}
         self._target: Optional[Dict[TP, int]] = None
         self._last_latest: Optional[Dict[TP, int]] = None
-        self._last_batch = time.monotonic()
+        # When the last batch was planned; None before the first one, which is
+        # never delayed by minOffsetsPerTrigger (as the built-in source, whose
+        # last trigger time starts at 0).
+        self._last_batch: Optional[float] = None
         self._committed: Optional[Dict[TP, int]] = None
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -520,9 +603,12 @@ class KafkaOrderedStreamReader(_Reading, DataSourceStreamReader, SupportsTrigger
             max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else opts.max_offsets
             min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else opts.min_offsets
             if min_rows is not None and self._target is None:
-                waited_ms = (time.monotonic() - self._last_batch) * 1000
-                if available(planning, ends) < min_rows and waited_ms < opts.max_trigger_delay_ms:
-                    return start
+                if self._last_batch is None:
+                    self._last_batch = time.monotonic()  # the first trigger is never delayed
+                else:
+                    waited_ms = (time.monotonic() - self._last_batch) * 1000
+                    if available(planning, ends) < min_rows and waited_ms < opts.max_trigger_delay_ms:
+                        return start
             if max_rows is not None:
                 ends = rate_limit(planning, ends, max_rows)
 

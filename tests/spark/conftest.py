@@ -21,11 +21,20 @@ except ImportError:  # pip install -e '.[spark]' to run these
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def pool_stats_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Where the session's Python workers write their consumer-pool counters
+    (``spark_connector.reading.POOL_STATS_ENV``; one ``<pid>.json`` each)."""
+    return str(tmp_path_factory.mktemp("pool-stats"))
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory, pool_stats_dir: str) -> Iterator[Any]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers must run this interpreter (the one with kafka_ordered installed).
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # Inherited by the JVM, hence by its Python workers.
+    os.environ["KAFKA_ORDERED_SPARK_POOL_STATS"] = pool_stats_dir
     from pyspark.sql import SparkSession
 
     import spark_connector

@@ -105,8 +105,13 @@ def test_split_range() -> None:
         ({"subscribe": "a", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
         ({"subscribe": "a", "ordered.gatng": "false"}, "unknown option"),
         ({"subscribe": "a", "ordered.gating": "maybe"}, "ordered.gating"),
-        ({"subscribe": "a", "kafka.group.id": "g"}, "kafka.group.id"),
-        ({"subscribe": "a", "endingOffsets": "latest"}, "not allowed for a streaming"),
+        ({"subscribe": "a", "kafka.enable.auto.commit": "true"}, "kafka.enable.auto.commit"),
+        ({"subscribe": "a", "kafka.group.id": " "}, "kafka.group.id must not be empty"),
+        ({"subscribe": "a", "groupIdPrefix": ""}, "groupIdPrefix must not be empty"),
+        ({"subscribe": "a", "fetchOffset.numRetries": "-1"}, "fetchOffset.numRetries"),
+        ({"subscribe": "a", "fetchOffset.retryIntervalMs": "soon"}, "fetchOffset.retryIntervalMs"),
+        ({"subscribe": "a", "endingOffsets": "latest"}, "endingOffsets is not allowed for a streaming"),
+        ({"subscribe": "a", "endingTimestamp": "5"}, "endingTimestamp is not allowed for a streaming"),
     ],
 )
 def test_bad_options(options: Dict[str, str], message: str) -> None:
@@ -229,16 +234,22 @@ def test_reader_min_offsets_waits_for_enough_records(transition: Any) -> None:
     try:
         assert reader.getDefaultReadLimit() == ReadMinRows(5000)
         start = reader.initialOffset()
-        # 2200 records available (less after gating): no batch yet.
-        assert reader.latestOffset(start, ReadMinRows(5000)) == start
+        # The first trigger is never delayed (the built-in source's last trigger
+        # time starts at 0): 2200 records available, fewer than the minimum.
+        first = reader.latestOffset(start, ReadMinRows(5000))
+        assert first != start
+        prod.phase(1)  # 20 more records: far below the minimum, a batch was just planned
+        assert reader.latestOffset(first, ReadMinRows(5000)) == first
         # Trigger.AvailableNow / Once semantics (ReadAllAvailable) ignore the minimum.
-        assert reader.latestOffset(start, ReadAllAvailable()) != start
+        assert reader.latestOffset(first, ReadAllAvailable()) != first
     finally:
         reader.stop()
     reader = _reader({**options, "minOffsetsPerTrigger": "5000", "maxTriggerDelay": "0ms"})
     try:
         start = reader.initialOffset()
+        first = reader.latestOffset(start, ReadMinRows(5000))
+        prod.phase(1)
         # The delay has passed: a batch runs with what there is.
-        assert reader.latestOffset(start, ReadMinRows(5000)) != start
+        assert reader.latestOffset(first, ReadMinRows(5000)) != first
     finally:
         reader.stop()
