@@ -107,6 +107,17 @@ def acquire(conn: Mapping[str, Any], topic: str, *, corrupt_policy: CorruptPolic
         shared = _registry.get(key)
         if shared is not None:
             shared._refs += 1
+    if shared is not None:
+        try:
+            shared.follower.sync()  # a new client starts from a view caught up now
+        except BaseException:
+            shared.release()
+            raise
+        return shared
+    with _registry_lock:
+        shared = _registry.get(key)
+        if shared is not None:  # another thread made it meanwhile
+            shared._refs += 1
             return shared
         admin = new_admin(conn)
         follower = LayoutFollower(conn, topic, poll_interval_ms=poll_interval_ms, corrupt_policy=corrupt_policy,

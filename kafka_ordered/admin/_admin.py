@@ -19,8 +19,9 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 
-from .._kafka import OffsetReader, new_admin, partition_count, topic_exists
-from ..config import connection_config, split_config
+from .. import _log
+from .._kafka import partition_count, topic_exists
+from ..config import internal_config, split_config
 from ..errors import (
     ConcurrentLayoutChangeError,
     KafkaOrderedError,
@@ -32,7 +33,6 @@ from ..errors import (
 )
 from ..history import Gate, LayoutHistory, Registration, encode_layout
 from ..layout import DEFAULT_SETTLE_MS, HashName, Layout
-from ..layout_log import LayoutFollower, LayoutLog
 from ..placement import HealPlan, MinRequiredReplicationFactor, PartitionLimits, PlacementPlan
 from . import _cluster
 from ._replicas import ReplicaPlacement
@@ -82,21 +82,22 @@ class LayoutAdmin:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         opts, rest = split_config(config, _ADMIN_OPTIONS, "LayoutAdmin")
-        self._conn = connection_config(rest)
+        self._conn = internal_config(rest, "producer")
         self.timeout = opts["ordered.metadata.timeout.ms"] / 1000.0
         self.layout_topic: str = opts["ordered.layout.topic"]
         self.admin_id = f"admin-{uuid.uuid4().hex[:12]}"
-        self._admin = new_admin(self._conn)
-        self._log = LayoutLog(self._conn, self.layout_topic, timeout=self.timeout)
-        self._follower = LayoutFollower(
-            self._conn,
+        # The process's layout-log resources, shared with its producers and
+        # consumers. An unknown client key fails here with librdkafka's own error.
+        self._shared = _log.acquire(
+            rest,
             self.layout_topic,
-            poll_interval_ms=opts["ordered.follower.poll.interval.ms"],
             corrupt_policy=opts["ordered.layout.corrupt.policy"],
+            poll_interval_ms=opts["ordered.follower.poll.interval.ms"],
             timeout=self.timeout,
         )
-        self._follower.start()
-        self._offsets = OffsetReader(self._conn, self.timeout)
+        self._admin = self._shared.admin
+        self._follower = self._shared.follower
+        self._offsets = self._shared.offsets
         self.last_placement = None
         self._replicas = ReplicaPlacement(self._admin, self._conn, self.timeout)
 
@@ -131,7 +132,7 @@ class LayoutAdmin:
     # -- changing
 
     def _append(self, layout: Layout, op: str) -> Layout:
-        offset = self._log.append(*encode_layout(layout, op, self.admin_id))
+        offset = self._shared.writer.append(*encode_layout(layout, op, self.admin_id))
         history = self._follower.sync()
         if history.find_change(layout.topic, offset) is None:
             winner = history.current(layout.topic)
@@ -565,11 +566,11 @@ class LayoutAdmin:
     # -- lifecycle
 
     def close(self) -> None:
-        """Stop following the layout log and release every client."""
-        self._follower.close()
-        self._offsets.close()
-        self._log.close()
-        self._admin = None  # type: ignore[assignment]
+        """Release the layout-log resources (closed with their last user in
+        this process). Idempotent."""
+        shared, self._shared = self._shared, None  # type: ignore[assignment]
+        if shared is not None:
+            shared.release()
 
     def __enter__(self) -> "LayoutAdmin":
         return self

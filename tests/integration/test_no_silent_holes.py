@@ -84,10 +84,15 @@ def test_one_follower_thread_per_process(
     consumer.subscribe([topic])
     consumer.poll(0.5)
     assert len(_follower_threads()) - before <= 1
+    layout_topic = admin.layout_topic
+    mine = [t for t in _follower_threads() if t.name.endswith(layout_topic)]
+    assert len(mine) == 1, "the admin, the producer and the consumer share one follower"
     producer.close()
     consumer.close()
+    admin.close()
     time.sleep(0.2)
-    assert len(_follower_threads()) == before, "the last user closes the shared follower"
+    assert not [t for t in _follower_threads() if t.name.endswith(layout_topic)], \
+        "the last user closes the shared follower"
 
 
 def test_a_key_that_moves_twice_cannot_overtake_itself(
@@ -185,3 +190,10 @@ def test_librdkafka_logs_go_through_logging_and_closed_clients_are_silent(
     capfd.readouterr()
     time.sleep(1.5)
     assert "rdkafka#" not in capfd.readouterr().err, "a closed client still writes to stderr"
+
+
+def test_unknown_client_key_is_refused_by_the_admin_too(ordered_config: Dict[str, Any]) -> None:
+    """``LayoutAdmin`` passes every key to its clients, so a typo fails with
+    librdkafka's own error instead of being dropped silently."""
+    with pytest.raises(KafkaException, match="foo"):
+        LayoutAdmin({**ordered_config, "foo": "bar"})
