@@ -24,6 +24,7 @@ Ends with one line per target::
 from __future__ import annotations
 
 import argparse
+import os
 import struct
 import threading
 import time
@@ -35,7 +36,7 @@ from _common import bench, broker, percentile
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_ordered import LayoutAdmin, OrderedConsumer, OrderedProducer, transition_sources
-from kafka_ordered.testing import FAST_GROUP_CONFIG
+from kafka_ordered.testing import BOOTSTRAP_ENV, group_config
 
 POLL_S = 0.1
 
@@ -90,7 +91,7 @@ def expansion(bootstrap: str, conf: Dict[str, Any], admin: LayoutAdmin, seconds:
     admin.create_topic(topic, 8, physical_partitions=12)
     keys = [f"key-{i:05d}".encode() for i in range(2000)]
     group = f"bench-expand-{uuid.uuid4().hex[:6]}"
-    consumers = [OrderedConsumer({**conf, **FAST_GROUP_CONFIG, "group.id": group, "auto.offset.reset": "earliest"})
+    consumers = [OrderedConsumer({**conf, **group_config(not os.environ.get(BOOTSTRAP_ENV)), "group.id": group, "auto.offset.reset": "earliest"})
                  for _ in range(2)]
     for c in consumers:
         c.subscribe([topic])

@@ -13,7 +13,8 @@ from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
 
-from kafka_ordered.testing import BOOTSTRAP_ENV, FAST_GROUP_CONFIG, EmbeddedBroker
+from kafka_ordered.testing import BOOTSTRAP_ENV, EmbeddedBroker
+from kafka_ordered.testing import group_config as settings_for
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
@@ -70,9 +71,22 @@ def client_config(bootstrap: str) -> Dict[str, Any]:
 
 
 @pytest.fixture
-def group_config(bootstrap: str, unique: Callable[[str], str]) -> Dict[str, Any]:
-    """A consumer config with a fresh group id and Tansu-fast group settings."""
-    return {"bootstrap.servers": bootstrap, "group.id": unique("group"), **FAST_GROUP_CONFIG}
+def group_settings(embedded: bool) -> Dict[str, Any]:
+    """confluent-kafka group settings: fast ones only on the embedded broker,
+    values a stock Apache Kafka accepts under ``KAFKA_ORDERED_BOOTSTRAP``."""
+    return settings_for(embedded)
+
+
+@pytest.fixture
+def group_settings_kafka_python(embedded: bool) -> Dict[str, Any]:
+    """The same for kafka-python."""
+    return settings_for(embedded, kafka_python=True)
+
+
+@pytest.fixture
+def group_config(bootstrap: str, unique: Callable[[str], str], group_settings: Dict[str, Any]) -> Dict[str, Any]:
+    """A consumer config with a fresh group id and the broker's group settings."""
+    return {"bootstrap.servers": bootstrap, "group.id": unique("group"), **group_settings}
 
 
 @pytest.fixture

@@ -11,7 +11,9 @@ when they run). The broker-free simulation is
   'kafka-ordered[broker]'``) on a free loopback port; :data:`BOOTSTRAP_ENV`
   names an external broker to use instead.
 - :data:`FAST_GROUP_CONFIG` (confluent-kafka) and
-  :data:`FAST_GROUP_CONFIG_KAFKA_PYTHON` make consumer-group joins fast on it.
+  :data:`FAST_GROUP_CONFIG_KAFKA_PYTHON` make consumer-group joins fast on it
+  (embedded broker only: Apache Kafka refuses ``session.timeout.ms`` below
+  6000); :func:`group_config` picks them or :data:`SAFE_GROUP_CONFIG`.
 - :class:`OrderingOracle` checks per-key delivery order of values made by
   :func:`encode_value`.
 """
@@ -20,9 +22,12 @@ from ._broker import (
     BOOTSTRAP_ENV,
     FAST_GROUP_CONFIG,
     FAST_GROUP_CONFIG_KAFKA_PYTHON,
+    SAFE_GROUP_CONFIG,
+    SAFE_GROUP_CONFIG_KAFKA_PYTHON,
     TANSU_ENV,
     EmbeddedBroker,
     find_tansu,
+    group_config,
 )
 from ._oracle import OracleReport, OrderingOracle, Violation, decode_value, encode_value
 
@@ -33,6 +38,9 @@ __all__ = [
     "TANSU_ENV",
     "FAST_GROUP_CONFIG",
     "FAST_GROUP_CONFIG_KAFKA_PYTHON",
+    "SAFE_GROUP_CONFIG",
+    "SAFE_GROUP_CONFIG_KAFKA_PYTHON",
+    "group_config",
     "OrderingOracle",
     "OracleReport",
     "Violation",

@@ -36,6 +36,9 @@ __all__ = [
     "find_tansu",
     "FAST_GROUP_CONFIG",
     "FAST_GROUP_CONFIG_KAFKA_PYTHON",
+    "SAFE_GROUP_CONFIG",
+    "SAFE_GROUP_CONFIG_KAFKA_PYTHON",
+    "group_config",
     "BOOTSTRAP_ENV",
     "TANSU_ENV",
 ]
@@ -55,6 +58,27 @@ FAST_GROUP_CONFIG_KAFKA_PYTHON: Dict[str, Any] = {
     "session_timeout_ms": 2000,
     "heartbeat_interval_ms": 200,
 }
+#: Group settings a stock Apache Kafka accepts (its default
+#: ``group.min.session.timeout.ms`` is 6000): for any broker but the embedded one.
+SAFE_GROUP_CONFIG: Dict[str, Any] = {
+    "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 2000,
+    "partition.assignment.strategy": "range",
+}
+#: The same for kafka-python.
+SAFE_GROUP_CONFIG_KAFKA_PYTHON: Dict[str, Any] = {
+    "session_timeout_ms": 6000,
+    "heartbeat_interval_ms": 2000,
+}
+
+
+def group_config(embedded: bool, *, kafka_python: bool = False) -> Dict[str, Any]:
+    """Consumer-group settings for tests and demos: the fast ones
+    (:data:`FAST_GROUP_CONFIG`, ``session.timeout.ms=2000``) only on the
+    embedded broker, values every Apache Kafka accepts otherwise. A copy."""
+    if embedded:
+        return dict(FAST_GROUP_CONFIG_KAFKA_PYTHON if kafka_python else FAST_GROUP_CONFIG)
+    return dict(SAFE_GROUP_CONFIG_KAFKA_PYTHON if kafka_python else SAFE_GROUP_CONFIG)
 
 
 def find_tansu() -> str:

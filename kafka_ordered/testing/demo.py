@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
-from ._broker import FAST_GROUP_CONFIG, EmbeddedBroker
+from ._broker import BOOTSTRAP_ENV, EmbeddedBroker, group_config
 from ._oracle import OracleReport, OrderingOracle, encode_value
 
 __all__ = ["Scenario", "ScenarioResult", "run_scenario", "scenario_from_args", "run_demo"]
@@ -154,7 +154,7 @@ def _consumer_worker(a: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     out = open(a.out, "a", buffering=1 << 16)
     conf = {"bootstrap.servers": a.bootstrap, "group.id": a.group, "auto.offset.reset": "earliest",
-            **FAST_GROUP_CONFIG}
+            **group_config(bool(a.embedded))}
     if a.ordered:
         consumer: Any = OrderedConsumer({**conf, "ordered.layout.topic": a.layout_topic})
     else:
@@ -237,8 +237,15 @@ def run_scenario(
     *,
     workdir: Optional[str] = None,
     progress: Optional[TextIO] = None,
+    embedded: Optional[bool] = None,
 ) -> ScenarioResult:
-    """Run one scenario against ``bootstrap`` and check it with the oracle."""
+    """Run one scenario against ``bootstrap`` and check it with the oracle.
+
+    ``embedded`` says whether ``bootstrap`` is the embedded broker (fast group
+    settings) or a real one (settings Apache Kafka accepts); ``None``: real
+    when ``$KAFKA_ORDERED_BOOTSTRAP`` is set."""
+    if embedded is None:
+        embedded = not os.environ.get(BOOTSTRAP_ENV)
     from ..admin import LayoutAdmin
 
     began = time.monotonic()
@@ -251,7 +258,7 @@ def run_scenario(
     try:
         admin.create_topic(topic, scenario.initial, scenario.physical)
         common = ["--bootstrap", bootstrap, "--topic", topic, "--layout-topic", layout_topic,
-                  "--ordered", "1" if scenario.ordered else "0"]
+                  "--ordered", "1" if scenario.ordered else "0", "--embedded", "1" if embedded else "0"]
 
         def consumer(i: int) -> subprocess.Popen:  # type: ignore[type-arg]
             p = _spawn(["worker-consumer", *common, "--group", group, "--rate", str(scenario.consumer_rate),
@@ -438,7 +445,7 @@ def run_demo(
             if progress is not None:
                 progress.write(f"{'ordered' if ordered else 'plain'} clients: {sc.producers} producers x {sc.keys} "
                                f"keys, {sc.consumers} consumers, layout {layouts}, {sc.duration_s:.0f} s\n")
-            results.append(run_scenario(bootstrap, sc, progress=progress))
+            results.append(run_scenario(bootstrap, sc, progress=progress, embedded=broker is not None))
         return results
     finally:
         if broker is not None:
@@ -450,7 +457,7 @@ def _worker_main(argv: Sequence[str]) -> int:
     p.add_argument("role", choices=["worker-producer", "worker-consumer"])
     for name in ("--bootstrap", "--topic", "--layout-topic", "--out", "--id", "--group"):
         p.add_argument(name)
-    for name in ("--ordered", "--incarnation", "--keys", "--rate", "--seed", "--stable"):
+    for name in ("--ordered", "--incarnation", "--keys", "--rate", "--seed", "--stable", "--embedded"):
         p.add_argument(name, type=int, default=0)
     a = p.parse_args(argv)
     return _producer_worker(a) if a.role == "worker-producer" else _consumer_worker(a)

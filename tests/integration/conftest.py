@@ -10,7 +10,6 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kafka_ordered import LayoutAdmin, OrderedConsumer, OrderedProducer
-from kafka_ordered.testing import FAST_GROUP_CONFIG
 
 
 @pytest.fixture
@@ -34,10 +33,11 @@ def make_producer(ordered_config: Dict[str, Any], closing: Callable[[Any], Any])
 
 @pytest.fixture
 def make_consumer(
-    ordered_config: Dict[str, Any], unique: Callable[[str], str], closing: Callable[[Any], Any]
+    ordered_config: Dict[str, Any], unique: Callable[[str], str], closing: Callable[[Any], Any],
+    group_settings: Dict[str, Any],
 ) -> Callable[..., OrderedConsumer]:
     def make(group: Optional[str] = None, **extra: Any) -> OrderedConsumer:
-        conf = {**ordered_config, **FAST_GROUP_CONFIG, "group.id": group or unique("group"),
+        conf = {**ordered_config, **group_settings, "group.id": group or unique("group"),
                 "auto.offset.reset": "earliest", **extra}
         return closing(OrderedConsumer(conf))
 

@@ -16,7 +16,6 @@ from kafka.structs import TopicPartition
 from kafka_ordered import ConfigError, PartitionOverrideError
 from kafka_ordered.admin import LayoutAdmin
 from kafka_ordered.assignment import assign_partitions
-from kafka_ordered.testing import FAST_GROUP_CONFIG_KAFKA_PYTHON
 from kafka_ordered.kafka_python import BufferedRecordFuture, OrderedKafkaConsumer, OrderedKafkaProducer
 from kafka_ordered.layout import Layout
 from kafka_ordered.listener import PartitionKeyRebalanceListener
@@ -46,10 +45,11 @@ def make_producer(bootstrap: str, opts: Dict[str, Any], closing: Callable[[Any],
 
 @pytest.fixture
 def make_consumer(bootstrap: str, opts: Dict[str, Any], closing: Callable[[Any], Any],
-                  unique: Callable[[str], str]) -> Callable[..., OrderedKafkaConsumer]:
+                  unique: Callable[[str], str],
+                  group_settings_kafka_python: Dict[str, Any]) -> Callable[..., OrderedKafkaConsumer]:
     def make(*topics: str, **extra: Any) -> OrderedKafkaConsumer:
         conf = {"bootstrap_servers": bootstrap, "group_id": unique("group"), "auto_offset_reset": "earliest",
-                "fetch_max_wait_ms": 50, **FAST_GROUP_CONFIG_KAFKA_PYTHON, **opts, **extra}
+                "fetch_max_wait_ms": 50, **group_settings_kafka_python, **opts, **extra}
         return closing(OrderedKafkaConsumer(*topics, **conf))
 
     return make

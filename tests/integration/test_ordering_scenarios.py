@@ -35,17 +35,17 @@ def _describe(r: ScenarioResult) -> str:
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_ordered_clients_keep_order_and_lose_nothing(bootstrap: str, name: str) -> None:
-    result = run_scenario(bootstrap, SCENARIOS[name])
+def test_ordered_clients_keep_order_and_lose_nothing(bootstrap: str, name: str, embedded: bool) -> None:
+    result = run_scenario(bootstrap, SCENARIOS[name], embedded=embedded)
     assert result.report.acknowledged > 1000, _describe(result)
     assert result.layout_changes == len(SCENARIOS[name].layouts)
     assert result.report.violations == (), _describe(result)
     assert result.report.missing == 0, _describe(result)
 
 
-def test_plain_clients_break_order_in_the_same_scenario(bootstrap: str) -> None:
+def test_plain_clients_break_order_in_the_same_scenario(bootstrap: str, embedded: bool) -> None:
     """Proof that the oracle can fail: confluent-kafka's own clients with
     Kafka's default partitioner over the current partition count."""
-    result = run_scenario(bootstrap, replace(SCENARIOS["expand-restart-crash"], ordered=False))
+    result = run_scenario(bootstrap, replace(SCENARIOS["expand-restart-crash"], ordered=False), embedded=embedded)
     assert result.report.missing == 0, _describe(result)
     assert len(result.report.violations) > 0, _describe(result)

@@ -143,3 +143,13 @@ def test_every_subpackage_is_packaged() -> None:
     found = {".".join(p.parent.relative_to(ROOT).parts)
              for top in ("kafka_ordered", "spark_connector") for p in (ROOT / top).rglob("__init__.py")}
     assert found - listed == set()
+
+
+def test_group_settings_for_real_brokers_are_accepted_by_apache_kafka() -> None:
+    """Tansu-only fast group settings never reach a real broker (Apache
+    Kafka's default group.min.session.timeout.ms is 6000)."""
+    from kafka_ordered.testing import group_config
+
+    assert group_config(False)["session.timeout.ms"] >= 6000
+    assert group_config(False, kafka_python=True)["session_timeout_ms"] >= 6000
+    assert group_config(True)["session.timeout.ms"] < 6000  # the embedded broker's fast joins
