@@ -12,7 +12,8 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
-from .layout import HashName, KeyLike, _check_counts, _check_hash, _check_int, _compile
+from .errors import InvalidLayoutError
+from .layout import HashName, KeyLike, Layout, _check_counts, _check_hash, _check_int, _compile
 
 try:  # kafka-python 3.x dispatches on this base class
     from kafka.partitioner.abc import Partitioner as _KafkaPythonPartitioner
@@ -23,15 +24,18 @@ __all__ = ["LinearHashPartitioner"]
 
 
 class LinearHashPartitioner(_KafkaPythonPartitioner):  # type: ignore[misc,valid-type]
-    """Linear hashing on ``initial_partitions`` and ``partitions``.
+    """Linear hashing on ``initial_partitions`` and ``partitions`` (the
+    layout's undeleted count).
 
-    With ``partitions=None`` the undeleted count is the topic's current
-    partition count (from the client's metadata), so until the first
-    expansion the mapping equals Kafka's default partitioner.
+    Both counts are required (or use :meth:`from_layout`): with only the
+    initial count a partitioner would have to follow the topic's physical
+    partition count, which includes draining and spare partitions, and would
+    put keys outside the layout. With ``partitions == initial_partitions``
+    the mapping is Kafka's default partitioner.
 
     kafka-python 3.x::
 
-        KafkaProducer(partitioner=LinearHashPartitioner(4))
+        KafkaProducer(partitioner=LinearHashPartitioner.from_layout(admin.layout("orders")))
 
     kafka-python 2.x calls the instance as ``(key_bytes, all_partitions,
     available_partitions)``, which also works. confluent-kafka has no Python
@@ -42,15 +46,27 @@ class LinearHashPartitioner(_KafkaPythonPartitioner):  # type: ignore[misc,valid
 
     Unkeyed records go to a random available partition below the undeleted
     count, never raising. Keys must be bytes (``InvalidKeyError`` otherwise).
+    Raises :class:`InvalidLayoutError` for bad or missing counts.
     """
 
     def __init__(self, initial_partitions: int, partitions: Optional[int] = None, hash: HashName = "murmur2") -> None:
         self.initial_partitions = _check_int("initial_partitions", initial_partitions, 1)
-        if partitions is not None:
-            _check_counts(initial_partitions, partitions)
+        if partitions is None:
+            raise InvalidLayoutError(
+                "LinearHashPartitioner needs the layout's undeleted partition count too: "
+                f"LinearHashPartitioner({initial_partitions}, partitions=N) or "
+                "LinearHashPartitioner.from_layout(layout). With only the initial count it would follow the "
+                "topic's physical partitions, draining and spare ones included, and put keys outside the layout."
+            )
+        _check_counts(initial_partitions, partitions)
         self.partitions = partitions
         self.hash = _check_hash(hash)
         self._fns: Dict[int, Callable[[Any], int]] = {}
+
+    @classmethod
+    def from_layout(cls, layout: Layout) -> "LinearHashPartitioner":
+        """The partitioner of ``layout`` (its initial and undeleted counts and hash)."""
+        return cls(layout.initial_partitions, layout.partitions, layout.hash)
 
     def _fn(self, count: int) -> Callable[[Any], int]:
         fn = self._fns.get(count)
@@ -61,15 +77,12 @@ class LinearHashPartitioner(_KafkaPythonPartitioner):  # type: ignore[misc,valid
 
     def partition_for(self, key: KeyLike, partitions: Optional[int] = None) -> int:
         """The partition of a non-null ``key``; ``partitions`` overrides the
-        configured undeleted count (required when it was configured as None)."""
-        count = partitions if partitions is not None else self.partitions
-        if count is None:
-            raise ValueError("partitions is unknown: pass partitions= or configure it")
-        return self._fn(count)(key)
+        configured undeleted count."""
+        return self._fn(partitions if partitions is not None else self.partitions)(key)
 
     def _choose(self, key: Optional[bytes], all_partitions: Sequence[int], available: Sequence[int]) -> int:
         ordered = sorted(all_partitions)
-        count = self.partitions if self.partitions is not None else len(ordered)
+        count = self.partitions
         if key is not None:
             if count > len(ordered):
                 raise ValueError(

@@ -157,13 +157,17 @@ def test_kafka_python_linear_hash_partitioner(
     assert set(spread) == set(range(n))  # every undeleted partition used, no spare touched
 
 
-def test_kafka_python_partitions_none_follows_topic(bootstrap: str, unique: Callable[[str], str]) -> None:
+def test_kafka_python_partitioner_from_layout_keeps_keys_off_spares(bootstrap: str, unique: Callable[[str], str]) -> None:
+    """A topic with spare physical partitions: keys stay inside the layout."""
     from kafka import KafkaProducer
 
+    from kafka_ordered import Layout
+
     topic = unique("kpn")
-    create_topic(bootstrap, topic, 6)
+    create_topic(bootstrap, topic, 8)
     keys = make_keys(99, 1000)
-    producer = KafkaProducer(bootstrap_servers=bootstrap, partitioner=LinearHashPartitioner(4), linger_ms=5)
+    part = LinearHashPartitioner.from_layout(Layout(topic, 2, 4, 6, 8))
+    producer = KafkaProducer(bootstrap_servers=bootstrap, partitioner=part, linger_ms=5)
     try:
         futures = [producer.send(topic, key=key, value=b"%d" % i) for i, key in enumerate(keys)]
         producer.flush(timeout=60)
@@ -171,5 +175,6 @@ def test_kafka_python_partitions_none_follows_topic(bootstrap: str, unique: Call
     finally:
         producer.close(timeout=10)
     assert got == [partition_for(k, 4, 6) for k in keys]
-    records = consume_all(bootstrap, topic, 6, len(keys), unique)
+    assert max(got) < 6
+    records = consume_all(bootstrap, topic, 8, len(keys), unique)
     check_placement(records, keys, lambda k: partition_for(k, 4, 6))

@@ -43,7 +43,7 @@ def keys(seed: int, n: int = 300) -> List[bytes]:
 
 
 def test_is_a_kafka_python_partitioner() -> None:
-    assert isinstance(LinearHashPartitioner(4), Partitioner)
+    assert isinstance(LinearHashPartitioner(4, 4), Partitioner)
 
 
 @FAST
@@ -59,24 +59,33 @@ def test_kafka_python_3x_keyed(n0: int, extra: int, spare: int, name: str) -> No
         assert 0 <= p < n
 
 
-def test_partitions_none_follows_current_count() -> None:
-    part = LinearHashPartitioner(4)
-    small, big = FakeCluster(range(4)), FakeCluster(range(7))
+def test_initial_count_alone_is_refused() -> None:
+    """Following the topic's physical count would put keys on draining and
+    spare partitions (issue 10, item 7)."""
+    with pytest.raises(InvalidLayoutError, match="undeleted partition count") as info:
+        LinearHashPartitioner(4)
+    assert "from_layout" in str(info.value)
+
+
+def test_equal_counts_are_kafkas_default_partitioner() -> None:
+    part = LinearHashPartitioner(4, 4)
+    small = FakeCluster(range(4))
+    spares = FakeCluster(range(7))
     default = DefaultPartitioner()
     for key in keys(1):
-        # until the first expansion this is Kafka's default partitioner
         assert part.partition("t", None, key, None, None, small) == default.partition("t", None, key, None, None, small)
-        assert part.partition("t", None, key, None, None, small) == partition_for(key, 4, 4)
-        assert part.partition("t", None, key, None, None, big) == partition_for(key, 4, 7)
+        assert part.partition("t", None, key, None, None, spares) == partition_for(key, 4, 4)
         assert part.partition_for(key, partitions=7) == partition_for(key, 4, 7)
-    with pytest.raises(ValueError, match="partitions is unknown"):
-        part.partition_for(b"k")
 
 
-def test_partitions_none_with_fewer_partitions_than_initial_raises() -> None:
-    part = LinearHashPartitioner(4)
-    with pytest.raises(InvalidLayoutError, match=r"partitions \(3\) must be >= initial_partitions \(4\)"):
-        part.partition("t", None, b"k", None, None, FakeCluster(range(3)))
+def test_from_layout() -> None:
+    from kafka_ordered.layout import Layout
+
+    lay = Layout("t", 3, 4, 6, 8, hash="murmur3")
+    part = LinearHashPartitioner.from_layout(lay)
+    assert (part.initial_partitions, part.partitions, part.hash) == (4, 6, "murmur3")
+    for key in keys(5):
+        assert part.partition("t", None, key, None, None, FakeCluster(range(8))) == lay.partition_for(key)
 
 
 def test_kafka_python_2x_callable() -> None:
@@ -84,10 +93,6 @@ def test_kafka_python_2x_callable() -> None:
     all_partitions = [7, 0, 1, 2, 3, 4, 5, 6]  # unordered, with spares
     for key in keys(2):
         assert part(key, all_partitions, all_partitions) == partition_for(key, 3, 5)
-    # None: current count
-    follow = LinearHashPartitioner(3)
-    for key in keys(3):
-        assert follow(key, list(range(6)), [0]) == partition_for(key, 3, 6)
 
 
 def test_keyed_records_ignore_availability() -> None:
@@ -132,7 +137,7 @@ def test_unkeyed_never_raise_with_stale_metadata() -> None:
 
 
 def test_unknown_topic() -> None:
-    part = LinearHashPartitioner(2)
+    part = LinearHashPartitioner(2, 2)
     with pytest.raises(ValueError, match="topic nope not found"):
         part.partition("nope", None, b"k", None, None, FakeCluster(range(2)))
 
@@ -150,12 +155,13 @@ def test_non_bytes_keys_raise_type_error() -> None:
 @pytest.mark.parametrize(
     "args,kwargs,match",
     [
-        ((0,), {}, "initial_partitions must be >= 1"),
-        ((True,), {}, "initial_partitions must be an int, got bool"),
-        ((2.0,), {}, "initial_partitions must be an int, got float"),
+        ((0, 1), {}, "initial_partitions must be >= 1"),
+        ((True, 1), {}, "initial_partitions must be an int, got bool"),
+        ((2.0, 2), {}, "initial_partitions must be an int, got float"),
+        ((4,), {}, "undeleted partition count"),
         ((4,), {"partitions": 3}, r"partitions \(3\) must be >= initial_partitions \(4\)"),
         ((4,), {"partitions": 5.0}, "partitions must be an int, got float"),
-        ((4,), {"hash": "fnv"}, "unknown hash 'fnv'"),
+        ((4, 4), {"hash": "fnv"}, "unknown hash 'fnv'"),
     ],
 )
 def test_constructor_validation(args: tuple, kwargs: dict, match: str) -> None:
@@ -164,8 +170,8 @@ def test_constructor_validation(args: tuple, kwargs: dict, match: str) -> None:
     assert isinstance(info.value, ValueError)
 
 
-@pytest.mark.parametrize("partitions", [None, 7])
-def test_picklable(partitions: Optional[int]) -> None:
+@pytest.mark.parametrize("partitions", [4, 7])
+def test_picklable(partitions: int) -> None:
     part = LinearHashPartitioner(4, partitions=partitions, hash="murmur3")
     part.partition_for(b"warm", partitions=7)  # populate the compiled cache
     clone = pickle.loads(pickle.dumps(part))
