@@ -25,6 +25,7 @@ from .errors import (
     ConfigError,
     CorruptLayoutRecordError,
     GuardRailsError,
+    HashDetectionError,
     InvalidKeyError,
     InvalidLayoutError,
     KafkaOrderedError,
@@ -107,4 +108,5 @@ __all__ = [
     "PartitionOverrideError",
     "PlacementError",
     "GuardRailsError",
+    "HashDetectionError",
 ]

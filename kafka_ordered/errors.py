@@ -38,6 +38,7 @@ __all__ = [
     "CorruptLayoutRecordError",
     "UnsupportedLayoutVersionError",
     "ConcurrentLayoutChangeError",
+    "HashDetectionError",
     "RegistrationError",
     "SwitchTimeoutError",
     "PartitionOverrideError",
@@ -136,6 +137,18 @@ class UnsupportedLayoutVersionError(LayoutLogError):
         super().__init__(message, code=code)
         self.offset = offset
         self.version = version
+
+
+class HashDetectionError(KafkaOrderedError, ValueError):
+    """``adopt`` cannot tell which hash placed the topic's keys (too few keyed
+    records, several hashes fit, or none does). ``candidates`` are the hashes
+    that fit the ``records`` sampled. Pass ``hash=`` to adopt anyway."""
+
+    def __init__(self, message: str, *, candidates: Tuple[str, ...] = (), records: int = 0,
+                 code: Optional[int] = None) -> None:
+        super().__init__(message, code=code)
+        self.candidates = tuple(candidates)
+        self.records = records
 
 
 class ConcurrentLayoutChangeError(KafkaOrderedError):

@@ -22,6 +22,7 @@ __all__ = [
     "HashName",
     "Strategy",
     "HASHES",
+    "matching_hashes",
     "Layout",
     "partition_for",
     "partitions_for",
@@ -342,3 +343,15 @@ def sources(partition: int, before: Union[Layout, Sequence[Layout]], after: Layo
     if p >= after.partitions:
         return frozenset()
     return transition_sources(before, after).get(p, frozenset())
+
+
+def matching_hashes(samples: Sequence[Tuple[int, bytes]], partitions: int) -> List[str]:
+    """The hashes (of :data:`HASHES`) under which every sampled ``(partition,
+    key)`` sits where Kafka's default mapping over ``partitions`` puts it:
+    the candidates for adopting a topic without moving a key."""
+    out = []
+    for name in HASHES:
+        if all(partition_for(key, partitions, partitions, name) == p  # type: ignore[arg-type]
+               for p, key in samples):
+            out.append(name)
+    return out

@@ -15,6 +15,7 @@ Nothing here prints; the CLI renders results.
 
 from ._admin import LayoutAdmin
 from ._results import (
+    AdoptResult,
     ClusterState,
     ElectionResult,
     ExpansionPlan,
@@ -28,6 +29,7 @@ from ._results import (
 
 __all__ = [
     "LayoutAdmin",
+    "AdoptResult",
     "TopicDescription",
     "RetireResult",
     "GroupGateState",

@@ -11,6 +11,8 @@ placement, healing and leader elections are delegated to
 
 from __future__ import annotations
 
+import logging
+
 import time
 import uuid
 from types import TracebackType
@@ -24,6 +26,7 @@ from .._kafka import partition_count, topic_exists
 from ..config import internal_config, split_config
 from ..errors import (
     ConcurrentLayoutChangeError,
+    HashDetectionError,
     KafkaOrderedError,
     TopicAlreadyManagedError,
     TopicNotManagedError,
@@ -32,11 +35,12 @@ from ..errors import (
     translate,
 )
 from ..history import Gate, LayoutHistory, Registration, encode_layout
-from ..layout import DEFAULT_SETTLE_MS, HashName, Layout
+from ..layout import DEFAULT_SETTLE_MS, HashName, Layout, matching_hashes
 from ..placement import HealPlan, MinRequiredReplicationFactor, PartitionLimits, PlacementPlan
 from . import _cluster
 from ._replicas import ReplicaPlacement
 from ._results import (
+    AdoptResult,
     ClusterState,
     ElectionResult,
     ExpansionPlan,
@@ -47,7 +51,14 @@ from ._results import (
     TopicDescription,
 )
 
-__all__ = ["LayoutAdmin"]
+__all__ = ["LayoutAdmin", "ADOPT_SAMPLE", "ADOPT_MIN_RECORDS"]
+
+log = logging.getLogger("kafka_ordered.admin")
+
+#: Keyed records sampled per partition to detect the hash of a topic to adopt.
+ADOPT_SAMPLE = 200
+#: Fewest keyed records from which ``adopt`` tells the hash.
+ADOPT_MIN_RECORDS = 20
 
 _ADMIN_OPTIONS = (
     "ordered.layout.topic",
@@ -216,15 +227,51 @@ class LayoutAdmin:
         self._placed(plan)
         return self._append(layout, "create")
 
-    def adopt(self, topic: str, *, hash: HashName = "murmur2", settle_ms: int = DEFAULT_SETTLE_MS) -> Layout:
+    def adopt(self, topic: str, *, hash: Optional[HashName] = None, settle_ms: int = DEFAULT_SETTLE_MS) -> Layout:
         """Put an existing topic under management with ``initial = current
-        partition count``. With ``hash="murmur2"`` (Java clients, librdkafka
-        ``murmur2_random``) or ``"crc32"`` (librdkafka's default
-        ``consistent_random``) no key moves."""
+        partition count``, without moving a key; see :meth:`adopt_with_report`."""
+        return self.adopt_with_report(topic, hash=hash, settle_ms=settle_ms).layout
+
+    def adopt_with_report(self, topic: str, *, hash: Optional[HashName] = None, settle_ms: int = DEFAULT_SETTLE_MS,
+                          sample: int = ADOPT_SAMPLE) -> AdoptResult:
+        """:meth:`adopt`, returning what hash was used and from how many records.
+
+        With ``hash=None`` the hash is detected from up to ``sample`` keyed
+        records per partition: the one of murmur2 (Java clients, librdkafka
+        ``murmur2_random``), crc32 (librdkafka's default ``consistent_random``)
+        and murmur3 under which every sampled key sits where it is. Raises
+        :class:`HashDetectionError` when fewer than :data:`ADOPT_MIN_RECORDS`
+        keyed records exist, when several hashes fit, or when none does; an
+        explicit ``hash`` skips detection (keys written with another hash then
+        move). Raises :class:`TopicAlreadyManagedError`, :class:`UnknownTopicError`.
+        """
         if self.sync().current(topic) is not None:
             raise TopicAlreadyManagedError(f"topic {topic} is already managed")
         count = partition_count(self._admin, topic, self.timeout)
-        return self._append(Layout(topic, 1, count, count, count, hash=hash, settle_ms=settle_ms), "adopt")
+        records = 0
+        detected = hash is None
+        if hash is None:
+            samples = _cluster.sample_keys(self._conn, topic, count, sample, self.timeout)
+            records = len(samples)
+            fits = matching_hashes(samples, count)
+            if records < ADOPT_MIN_RECORDS or len(fits) > 1:
+                raise HashDetectionError(
+                    f"cannot tell which hash placed the keys of {topic}: {records} keyed record(s) sampled "
+                    f"({'fit: ' + ', '.join(fits) if fits else 'no hash fits'}); at least {ADOPT_MIN_RECORDS} "
+                    "are needed and exactly one hash must fit. Pass hash= (CLI: --hash) to choose.",
+                    candidates=tuple(fits), records=records,
+                )
+            if not fits:
+                raise HashDetectionError(
+                    f"no known hash (murmur2, crc32, murmur3) places the {records} sampled keys of {topic} where "
+                    "they are: it was written with a custom partitioner or explicit partitions. Adopting it moves "
+                    "keys; pass hash= (CLI: --hash) to do so anyway.", records=records,
+                )
+            hash = fits[0]  # type: ignore[assignment]
+            log.info("adopting %s: hash %s detected from %d keyed records", topic, hash, records)
+        assert hash is not None
+        lay = self._append(Layout(topic, 1, count, count, count, hash=hash, settle_ms=settle_ms), "adopt")
+        return AdoptResult(lay, str(hash), detected, records)
 
     def expand(
         self,

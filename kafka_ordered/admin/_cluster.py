@@ -475,3 +475,44 @@ def elect_preferred_leaders(
         raise translate(e, "elect preferred leaders", api="ElectLeaders") from e
     out = {(tp.topic, tp.partition): _election(tp, exc) for tp, exc in result.items()}
     return dict(sorted(out.items()))
+
+
+def sample_keys(conf: Mapping[str, Any], topic: str, partitions: int, per_partition: int,
+                timeout: float) -> List[Tuple[int, bytes]]:
+    """Up to ``per_partition`` keyed records' ``(partition, key)`` from the
+    start of each partition of ``topic`` (unkeyed records are skipped)."""
+    import uuid
+
+    from confluent_kafka import Consumer
+
+    from ..config import internal_config
+
+    c = Consumer({**internal_config(conf, "consumer"), "group.id": f"kafka-ordered-adopt-{uuid.uuid4().hex[:8]}",
+                  "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    out: List[Tuple[int, bytes]] = []
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        seen = {p: 0 for p in range(partitions)}
+        open_ = set(range(partitions))
+        deadline = time.monotonic() + timeout
+        while open_ and time.monotonic() < deadline:
+            for m in c.consume(500, 0.2):
+                p = int(m.partition() or 0)
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        open_.discard(p)
+                        continue
+                    raise translate(KafkaException(err), f"sampling keys of {topic}")
+                if p not in open_:
+                    continue
+                key = m.key()
+                if key is not None:
+                    out.append((p, key))
+                    seen[p] += 1
+                    if seen[p] >= per_partition:
+                        open_.discard(p)
+                        c.pause([TopicPartition(topic, p)])
+    finally:
+        c.close()
+    return out

@@ -14,6 +14,7 @@ from ..layout import Layout
 from ..placement import HealPlan, PlacementPlan
 
 __all__ = [
+    "AdoptResult",
     "elections_dict",
     "ClusterState",
     "ElectionStatus",
@@ -298,3 +299,19 @@ class HealResult:
                                        "message": r.message} for p, r in sorted(self.reassignments.items())},
             "elections": elections_dict(self.elections),
         }
+
+
+@dataclass(frozen=True)
+class AdoptResult:
+    """What :meth:`LayoutAdmin.adopt_with_report` did: the layout written,
+    the hash used, whether it was detected from the topic's records, and from
+    how many keyed records."""
+
+    layout: Layout
+    hash: str
+    detected: bool
+    records: int
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"layout": self.layout.to_dict(), "hash": self.hash, "detected": self.detected,
+                "records_sampled": self.records}

@@ -120,8 +120,8 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 def cmd_adopt(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
-        lay = admin.adopt(args.topic, hash=args.hash, settle_ms=args.settle_ms)
-    _emit(args, lay.to_dict(), lambda: "adopted " + _render.layout_line(lay.to_dict()))
+        res = admin.adopt_with_report(args.topic, hash=args.hash, settle_ms=args.settle_ms)
+    _emit(args, res.to_dict(), lambda: _render.adopted_text(res))
     return 0
 
 
@@ -301,8 +301,9 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = add("adopt", cmd_adopt, "put an existing topic under management (no key moves)")
     sp.add_argument("topic")
-    sp.add_argument("--hash", choices=["murmur2", "murmur3", "crc32"], default="murmur2",
-                    help="murmur2: Java clients/librdkafka murmur2_random; crc32: librdkafka default")
+    sp.add_argument("--hash", choices=["murmur2", "murmur3", "crc32"], default=None,
+                    help="default: detected from the topic's keyed records (murmur2: Java clients/librdkafka "
+                         "murmur2_random; crc32: librdkafka default consistent_random)")
     sp.add_argument("--settle-ms", type=int, default=100)
 
     sp = add("expand", cmd_expand, "grow the undeleted partition count")

@@ -202,3 +202,10 @@ def demo_table(rows: Sequence[Mapping[str, Any]], violations: Sequence[str] = ()
         lines.append(f"{k:<{width}}  " + "  ".join(f"{r[k]!s:>10}" for r in rows))
     lines += list(violations)
     return "\n".join(lines)
+
+
+def adopted_text(res: Any) -> str:
+    """``adopt``: the layout, and the hash with where it came from."""
+    how = (f"hash {res.hash} detected from {res.records} keyed record(s)" if res.detected
+           else f"hash {res.hash} as given")
+    return f"adopted {layout_line(res.layout.to_dict())}\n{how}"

@@ -14,6 +14,7 @@ from kafka_ordered import (
     ConcurrentLayoutChangeError,
     ConfigError,
     CorruptLayoutRecordError,
+    HashDetectionError,
     InvalidLayoutError,
     LayoutAdmin,
     TopicAlreadyManagedError,
@@ -72,6 +73,39 @@ def test_adopt_keeps_every_key_where_the_default_partitioner_put_it(
     assert all(lay.partition_for(k) == part == partition_for(k, 3, 3) for k, part in placed.items())
     with pytest.raises(TopicAlreadyManagedError):
         admin.adopt(topic)
+
+
+def test_adopt_detects_crc32_of_default_confluent_producers(
+    admin: LayoutAdmin, bootstrap: str, topic: str
+) -> None:
+    """confluent-kafka's default partitioner (consistent_random) hashes with
+    CRC32: adopt must detect it, not assume murmur2 (which moved 203 of 300
+    sampled keys)."""
+    _create_plain_topic(bootstrap, topic, 3)
+    p = Producer({"bootstrap.servers": bootstrap})  # librdkafka's default partitioner
+    placed: Dict[bytes, int] = {}
+    for i in range(300):
+        p.produce(topic, b"v", f"k{i}".encode(), on_delivery=lambda err, m: placed.__setitem__(m.key(), m.partition()))
+    p.flush(10)
+    res = admin.adopt_with_report(topic)
+    assert (res.hash, res.detected, res.records) == ("crc32", True, 300)
+    assert all(res.layout.partition_for(k) == part for k, part in placed.items())
+
+
+def test_adopt_refuses_when_it_cannot_tell(admin: LayoutAdmin, bootstrap: str, unique: Callable[[str], str]) -> None:
+    empty = unique("empty")
+    _create_plain_topic(bootstrap, empty, 3)
+    with pytest.raises(HashDetectionError, match="0 keyed record"):
+        admin.adopt(empty)
+    assert admin.adopt(empty, hash="murmur2").hash == "murmur2"  # explicit: no detection
+    scattered = unique("scattered")
+    _create_plain_topic(bootstrap, scattered, 3)
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(60):
+        p.produce(scattered, b"v", f"k{i}".encode(), partition=i % 3)  # explicit partitions: no hash fits
+    p.flush(10)
+    with pytest.raises(HashDetectionError, match="no known hash"):
+        admin.adopt(scattered)
 
 
 def test_retire_waits_for_named_groups(admin: LayoutAdmin, bootstrap: str, topic: str, unique: Callable[[str], str]) -> None:
