@@ -15,6 +15,8 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
+from confluent_kafka import KafkaException
+
 from .._environment import BOOTSTRAP_ENV
 from ..errors import ConfigError, KafkaOrderedError
 from . import _render
@@ -361,6 +363,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KafkaOrderedError as e:
         _render.error(str(e))
         return 1
+    except KafkaException as e:  # librdkafka refused a setting (e.g. an unknown -X key)
+        err = e.args[0] if e.args else e
+        _render.error(err.str() if hasattr(err, "str") else str(err))
+        return 2 if "configuration" in str(err).lower() or "property" in str(err).lower() else 1
     except KeyboardInterrupt:
         return 130
 

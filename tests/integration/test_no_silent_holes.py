@@ -197,3 +197,15 @@ def test_unknown_client_key_is_refused_by_the_admin_too(ordered_config: Dict[str
     librdkafka's own error instead of being dropped silently."""
     with pytest.raises(KafkaException, match="foo"):
         LayoutAdmin({**ordered_config, "foo": "bar"})
+
+
+def test_cli_rejects_an_unknown_setting_in_one_line(bootstrap: str, layout_topic: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from kafka_ordered.cli import main
+
+    code = main(["describe", "some-topic", "--bootstrap", bootstrap, "--layout-topic", layout_topic,
+                 "-X", "foo=bar", "-X", "sasl.password=hunter2"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "foo" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "hunter2" not in err, "a secret leaked into the error"
