@@ -4,7 +4,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-unit typecheck bench install clean
+.PHONY: demo test test-unit typecheck bench chaos install clean
+SEEDS ?= 0-9
 
 $(VENV)/.base: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +26,11 @@ demo: $(VENV)/.base
 ## make test: the whole suite (unit, integration on an embedded broker, Spark)
 test: $(VENV)/.full
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## make chaos SEEDS=0-49: the randomized multi-process fault suite, one line per seed and a total
+chaos: $(VENV)/.full
+	$(PY) -m tests.chaos.run --seeds $(SEEDS)
+	$(PY) -m tests.chaos.run --seeds $(firstword $(subst -, ,$(SEEDS))) --plain
 
 test-unit: $(VENV)/.full
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -52,6 +52,9 @@ class Scenario:
     consumer_crash_at: Optional[float] = 0.55
     member_join_at: Optional[float] = None
     stable_ids: bool = True
+    producer_kill: bool = False  # restart by SIGKILL (in-flight records carry no promise)
+    consumer_restart: bool = False  # a killed consumer comes back (rejoins the group)
+    corrupt_layout_at: Optional[float] = None  # append an unparsable record to the layout log
     seed: int = 0
     drain_timeout_s: float = 60.0
 
@@ -291,6 +294,8 @@ def run_scenario(
             events.append((scenario.consumer_crash_at, "crash", 0))
         if scenario.member_join_at is not None:
             events.append((scenario.member_join_at, "join", scenario.consumers))
+        if scenario.corrupt_layout_at is not None:
+            events.append((scenario.corrupt_layout_at, "corrupt", 0))
         events.sort(key=lambda e: e[0])
         tails = [_Tail(tmp / f"consumer-{i}.tsv") for i in range(scenario.consumers + 1)]
         all_lines: List[List[str]] = [[] for _ in tails]
@@ -330,7 +335,10 @@ def run_scenario(
                     progress.write(f"  [{tag[:7]}] layout -> {arg} partitions (epoch {lay.epoch})\n")
             elif kind == "restart":
                 p = producers[arg]
-                p.send_signal(signal.SIGTERM)
+                if scenario.producer_kill:
+                    p.kill()
+                else:
+                    p.send_signal(signal.SIGTERM)
                 p.wait(30)
                 producers[arg] = producer(arg, 1)
                 if progress is not None:
@@ -340,6 +348,16 @@ def run_scenario(
                 consumers[arg].wait(10)
                 if progress is not None:
                     progress.write(f"  [{tag[:7]}] consumer {arg} killed (SIGKILL)\n")
+                if scenario.consumer_restart:
+                    consumers[arg] = consumer(arg)
+            elif kind == "corrupt":
+                from confluent_kafka import Producer
+
+                raw = Producer({"bootstrap.servers": bootstrap})
+                raw.produce(layout_topic, b"\xffnot a layout record", b"chaos", partition=0)
+                raw.flush(10)
+                if progress is not None:
+                    progress.write(f"  [{tag[:7]}] corrupt record appended to the layout log\n")
             elif kind == "join":
                 consumers[arg] = consumer(arg)
                 if progress is not None:

@@ -1,0 +1,64 @@
+"""``python -m tests.chaos.run --seeds 0-49 [--plain]``: one line per seed and a total.
+
+Runs against ``$KAFKA_ORDERED_BOOTSTRAP`` or one embedded broker for the
+whole run. Exit status 1 when an ordered run shows a violation or a lost
+acknowledged record (or, with ``--plain``, when the control shows none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List
+
+from kafka_ordered.testing import BOOTSTRAP_ENV, EmbeddedBroker
+
+from .scenarios import describe, run_seed, scenario_for
+
+
+def _seeds(spec: str) -> List[int]:
+    out: List[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def main(argv: List[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.chaos.run")
+    p.add_argument("--seeds", default="0-9", help="e.g. 0-49 or 3,7,11")
+    p.add_argument("--plain", action="store_true", help="plain confluent-kafka clients (the control)")
+    p.add_argument("--duration", type=float, default=10.0, help="seconds of producing per seed")
+    args = p.parse_args(argv)
+    external = os.environ.get(BOOTSTRAP_ENV)
+    broker = None if external else EmbeddedBroker().start()
+    bootstrap = external or broker.bootstrap_servers  # type: ignore[union-attr]
+    totals = {"produced": 0, "delivered": 0, "violations": 0, "missing": 0, "seeds": 0, "bad": 0}
+    try:
+        for seed in _seeds(args.seeds):
+            sc = scenario_for(seed, plain=args.plain, duration_s=args.duration)
+            r = run_seed(bootstrap, seed, plain=args.plain, embedded=broker is not None, duration_s=args.duration)
+            rep = r.report
+            bad = (rep.violations or rep.missing) if not args.plain else False
+            totals["seeds"] += 1
+            totals["bad"] += int(bool(bad))
+            totals["produced"] += rep.acknowledged
+            totals["delivered"] += rep.delivered
+            totals["violations"] += len(rep.violations)
+            totals["missing"] += rep.missing
+            print(f"seed {seed:3d} {'plain' if args.plain else 'ordered':7s} {describe(sc)}: produced "
+                  f"{rep.acknowledged} delivered {rep.delivered} violations {len(rep.violations)} "
+                  f"lost {rep.missing}{'  <-- FAIL' if bad else ''}", flush=True)
+    finally:
+        if broker is not None:
+            broker.stop()
+    print(f"total: {totals['seeds']} seeds, produced {totals['produced']}, delivered {totals['delivered']}, "
+          f"violations {totals['violations']}, lost {totals['missing']}, failing seeds {totals['bad']}")
+    if args.plain:
+        return 0 if totals["violations"] > 0 else 1
+    return 1 if totals["bad"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

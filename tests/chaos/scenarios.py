@@ -1,0 +1,81 @@
+"""Randomized multi-process fault scenarios, reproducible by seed.
+
+Each seed picks, over the scenario engine of :mod:`kafka_ordered.testing.demo`
+(producers and consumers as separate OS processes): how many producers and
+consumers, stable or anonymous producer ids, a random walk of expands and
+shrinks while the group drains, a producer SIGKILLed (or stopped) and
+restarted, a consumer SIGKILLed and maybe restarted, a member joining (a
+rebalance), and an unparsable record appended to the layout log. The
+ordering oracle checks per-key order per producer and that every
+acknowledged record is delivered. ``plain=True`` runs the same scenario
+through confluent-kafka's own clients: the control that shows the oracle
+can fail.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import List, Optional
+
+from kafka_ordered.testing.demo import Scenario, ScenarioResult, run_scenario
+
+
+def scenario_for(seed: int, *, plain: bool = False, duration_s: float = 10.0) -> Scenario:
+    """The scenario of ``seed`` (ordered clients unless ``plain``)."""
+    rng = random.Random(seed)
+    initial = rng.choice([2, 3, 4])
+    physical = initial * 2
+    counts: List[int] = []
+    n = initial
+    for _ in range(rng.randint(2, 4)):
+        choices = [m for m in range(initial, physical + 1) if m != n]
+        n = rng.choice(choices)
+        counts.append(n)
+
+    def at() -> Optional[float]:
+        return round(rng.uniform(0.2, 0.8), 2) if rng.random() < 0.8 else None
+
+    return Scenario(
+        ordered=not plain,
+        producers=rng.randint(2, 3),
+        keys=rng.choice([100, 300, 800]),
+        rate=rng.choice([400, 800]),
+        duration_s=duration_s,
+        consumers=rng.randint(2, 3),
+        consumer_rate=rng.choice([600, 1200]),
+        initial=initial,
+        physical=physical,
+        layouts=tuple(counts),
+        producer_restart_at=at(),
+        consumer_crash_at=at(),
+        member_join_at=at(),
+        stable_ids=rng.random() < 0.5,
+        producer_kill=rng.random() < 0.6,
+        consumer_restart=rng.random() < 0.5,
+        corrupt_layout_at=at(),
+        seed=seed,
+        drain_timeout_s=60.0,
+    )
+
+
+def describe(s: Scenario) -> str:
+    faults = []
+    if s.producer_restart_at is not None:
+        faults.append(f"producer {'SIGKILL' if s.producer_kill else 'stop'}+restart@{s.producer_restart_at}")
+    if s.consumer_crash_at is not None:
+        faults.append(f"consumer SIGKILL{'+restart' if s.consumer_restart else ''}@{s.consumer_crash_at}")
+    if s.member_join_at is not None:
+        faults.append(f"join@{s.member_join_at}")
+    if s.corrupt_layout_at is not None:
+        faults.append(f"corrupt-log@{s.corrupt_layout_at}")
+    layouts = "->".join(str(n) for n in (s.initial, *s.layouts))
+    ids = "stable" if s.stable_ids else "anonymous"
+    return f"{s.producers}p/{s.consumers}c {ids} {layouts} {' '.join(faults) or 'no faults'}"
+
+
+def run_seed(bootstrap: str, seed: int, *, plain: bool = False, embedded: Optional[bool] = None,
+             duration_s: float = 10.0) -> ScenarioResult:
+    return run_scenario(bootstrap, scenario_for(seed, plain=plain, duration_s=duration_s), embedded=embedded)
+
+
+__all__ = ["scenario_for", "describe", "run_seed"]
