@@ -110,7 +110,7 @@ class GatingCore:
 
     The adapter calls :meth:`assigned`/:meth:`assigned_at`/:meth:`revoked`
     from its rebalance callbacks, :meth:`begin_poll` at the start of each
-    poll, :meth:`filter` (or :meth:`watched` and :meth:`admit`) on each
+    poll, :meth:`watched` and :meth:`admit` on each
     fetched batch, :meth:`rewind` when a batch cannot be returned, and
     :meth:`maintain` between empty fetches.
     """

@@ -22,7 +22,6 @@ __all__ = [
     "split_config",
     "client_config",
     "internal_config",
-    "connection_config",
     "connection_identity",
     "kafka_python_connection_config",
     "librdkafka_logger",
@@ -228,11 +227,6 @@ def connection_identity(config: Mapping[str, Any]) -> Tuple[Tuple[str, str], ...
     ))
 
 
-def connection_config(config: Mapping[str, Any]) -> Dict[str, Any]:
-    """Deprecated name of :func:`internal_config` for a consumer-type client."""
-    return internal_config(config, "consumer")
-
-
 def truthy(v: Any) -> bool:
     """A boolean config value given as a bool or a string."""
     return v if isinstance(v, bool) else str(v).lower() in ("true", "1", "yes")
@@ -262,7 +256,8 @@ _KAFKA_PYTHON_TO_LIBRDKAFKA = {
 
 
 def kafka_python_connection_config(config: Mapping[str, Any]) -> Dict[str, Any]:
-    """:func:`connection_config` for a kafka-python config (keyword names)."""
+    """The librdkafka connection settings (addresses, security) of a
+    kafka-python config (keyword names), for the internal clients."""
     out: Dict[str, Any] = {}
     servers = config.get("bootstrap_servers", "localhost:9092")
     out["bootstrap.servers"] = servers if isinstance(servers, str) else ",".join(servers)
