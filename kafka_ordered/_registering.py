@@ -227,7 +227,9 @@ class RegisteringCore:
             with self.lock:
                 st.busy = False
                 self._idle.notify_all()
-            if isinstance(e, RegistrationError):
+            if isinstance(e, RegistrationError):  # e.g. SwitchTimeoutError: say what happened to the records too
+                e.args = (f"{e.args[0] if e.args else e}. {len(st.buffer)} record(s) stay buffered and are "
+                          "retried by the next send or flush.",)
                 raise
             if isinstance(e, Exception):
                 raise RegistrationError(
