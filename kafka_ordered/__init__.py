@@ -39,6 +39,7 @@ from .errors import (
     UnsafeLayoutLogError,
     UnsupportedBrokerApiError,
 )
+from ._hashing import speedups_enabled
 from .gates import GateStatus
 from .history import Gate, LayoutChange, LayoutHistory, Registration
 from .layout import Layout, parent_partition, partition_for, partitions_for, sources, transition_sources
@@ -60,6 +61,7 @@ __all__ = [
     "sources",
     "transition_sources",
     "LinearHashPartitioner",
+    "speedups_enabled",
     # admin and the layout log
     "LayoutAdmin",
     "TopicDescription",
