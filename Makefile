@@ -4,10 +4,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-unit typecheck bench chaos install clean
+.PHONY: demo test test-unit test-fallback typecheck bench chaos install ext clean
 SEEDS ?= 0-9
 
-$(VENV)/.base: setup.cfg pyproject.toml
+# `pip install -e .` also compiles the optional C speed-ups in place
+# (setuptools' editable mode runs build_ext inplace); a failed compile leaves
+# the pure-Python hashes in use and does not fail the install.
+$(VENV)/.base: setup.cfg setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade --quiet pip
 	$(PY) -m pip install --quiet -e '.[kafka-python,broker]'
@@ -19,13 +22,20 @@ $(VENV)/.full: $(VENV)/.base
 
 install: $(VENV)/.full
 
+## make ext: (re)build the optional C speed-ups in place after editing kafka_ordered/_speedups.c
+ext: $(VENV)/.base
+	$(PY) setup.py --quiet build_ext --inplace
+	$(PY) -c 'import kafka_ordered; print("C speed-ups enabled:", kafka_ordered.speedups_enabled())'
+
 ## make demo: start an embedded broker and run ordered vs plain clients through 4->5->6->8->6->8
 demo: $(VENV)/.base
 	$(VENV)/bin/kafka-ordered demo
 
-## make test: the whole suite (unit, integration on an embedded broker, Spark)
+## make test: the whole suite (unit, integration on an embedded broker, Spark), then the unit tests
+## again on the pure-Python fallback of the C speed-ups
 test: $(VENV)/.full
 	$(PY) -m pytest $(PYTEST_ARGS)
+	KAFKA_ORDERED_NO_SPEEDUPS=1 $(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 ## make chaos SEEDS=0-49: the randomized multi-process fault suite, one line per seed and a total
 chaos: $(VENV)/.full
@@ -34,6 +44,10 @@ chaos: $(VENV)/.full
 
 test-unit: $(VENV)/.full
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+## make test-fallback: the unit tests on the pure-Python hashes (C speed-ups off)
+test-fallback: $(VENV)/.full
+	KAFKA_ORDERED_NO_SPEEDUPS=1 $(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 typecheck: $(VENV)/.full
 	$(PY) -m pip install --quiet 'mypy>=1.10'
@@ -44,4 +58,4 @@ bench: $(VENV)/.full
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis spark-warehouse
+	rm -rf $(VENV) build *.egg-info kafka_ordered/_speedups*.so kafka_ordered/_speedups*.pyd .pytest_cache .hypothesis spark-warehouse

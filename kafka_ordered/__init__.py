@@ -42,6 +42,7 @@ from .errors import (
     UnsupportedBrokerApiError,
     UnsupportedLayoutVersionError,
 )
+from ._hashing import speedups_enabled
 from .gates import GateStatus
 from .history import Gate, LayoutChange, LayoutHistory, Registration
 from .layout import Layout, parent_partition, partition_for, partitions_for, sources, transition_sources
@@ -61,6 +62,7 @@ __all__ = [
     "sources",
     "transition_sources",
     "LinearHashPartitioner",
+    "speedups_enabled",
     # admin and the layout log
     "LayoutAdmin",
     "TopicDescription",

@@ -8,37 +8,110 @@ takes modulo a partition count:
 - ``murmur3``: ``mmh3.hash(key) & 0x7fffffff`` (x86 32-bit, seed 0).
 - ``crc32``: the unsigned CRC-32 that librdkafka's default ``consistent`` and
   ``consistent_random`` partitioners take modulo the partition count.
+
+The scalar functions are those of the C extension ``kafka_ordered._speedups``
+when it is built (it keeps the GIL, so a busy Python thread does not stall
+every call), else the pure-Python ``*_py`` versions below; both give the same
+values. ``KAFKA_ORDERED_NO_SPEEDUPS=1`` in the environment (read at import)
+forces the pure-Python ones. Keys are ``bytes``; callers validate them.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import struct
 import zlib
-from typing import Callable, Dict, Sequence
+from types import ModuleType
+from typing import Callable, Dict, List, Optional, Sequence
 
 import mmh3
-import murmurhash2 as _mm2
 import numpy as np
+
+__all__ = ["murmur2", "murmur3", "crc32", "SCALAR", "PY_SCALAR", "hash_batch", "speedups_enabled", "NO_SPEEDUPS_ENV"]
+
+NO_SPEEDUPS_ENV = "KAFKA_ORDERED_NO_SPEEDUPS"
+
+_log = logging.getLogger("kafka_ordered")
 
 _SEED = 0x9747B28C
 _MASK = 0x7FFFFFFF
+_U32 = 0xFFFFFFFF
+_M = 0x5BD1E995
 _CHUNK = 1 << 16
 
-_m2 = _mm2.murmurhash2
 _m3 = mmh3.hash
 _crc = zlib.crc32
 
+# little-endian uint32 unpackers for keys of up to 64 blocks (longer keys build one)
+_BLOCKS: List[Callable[[bytes], tuple]] = [struct.Struct(f"<{i}I").unpack_from for i in range(65)]
 
-def murmur2(key: bytes) -> int:
-    return _m2(key, _SEED) & _MASK
+
+def murmur2_py(key: bytes) -> int:
+    """Kafka's Java ``Utils.murmur2`` (seed 0x9747b28c) ``& 0x7fffffff``, in pure
+    Python (a port of the Java code, as kafka-python's is)."""
+    n = len(key)
+    h = _SEED ^ n
+    nb = n >> 2
+    if nb:
+        for k in (_BLOCKS[nb] if nb <= 64 else struct.Struct(f"<{nb}I").unpack_from)(key):
+            k = (k * _M) & _U32
+            k ^= k >> 24
+            h = ((h * _M) & _U32) ^ ((k * _M) & _U32)
+    rem = n & 3
+    if rem:
+        h = ((h ^ int.from_bytes(key[n - rem :], "little")) * _M) & _U32
+    h ^= h >> 13
+    h = (h * _M) & _U32
+    h ^= h >> 15
+    return h & _MASK
 
 
-def murmur3(key: bytes) -> int:
+def murmur3_py(key: bytes) -> int:
+    """MurmurHash3 x86_32 (seed 0) ``& 0x7fffffff``, through ``mmh3``."""
     return _m3(key) & _MASK
 
 
-def crc32(key: bytes) -> int:
+def crc32_py(key: bytes) -> int:
+    """The unsigned CRC-32 of ``key`` (``zlib.crc32``)."""
     return _crc(key)
 
+
+PY_SCALAR: Dict[str, Callable[[bytes], int]] = {"murmur2": murmur2_py, "murmur3": murmur3_py, "crc32": crc32_py}
+
+
+def _load_speedups() -> Optional[ModuleType]:
+    """The C extension, or None (logged once, at DEBUG, on ``kafka_ordered``)."""
+    if os.environ.get(NO_SPEEDUPS_ENV, "").strip() not in ("", "0"):
+        _log.debug("C speed-ups disabled by %s, using pure Python", NO_SPEEDUPS_ENV)
+        return None
+    try:
+        from . import _speedups  # type: ignore[attr-defined]
+    except ImportError:
+        _log.debug("C speed-ups unavailable, using pure Python")
+        return None
+    return _speedups
+
+
+_C: Optional[ModuleType] = _load_speedups()
+
+
+def speedups_enabled() -> bool:
+    """True when the C extension ``kafka_ordered._speedups`` is in use: it was
+    built (``pip install`` compiles it when a C compiler is available) and
+    ``KAFKA_ORDERED_NO_SPEEDUPS`` was not set when kafka_ordered was imported.
+    Results are identical either way; only speed differs."""
+    return _C is not None
+
+
+if _C is not None:
+    murmur2: Callable[[bytes], int] = _C.murmur2
+    murmur3: Callable[[bytes], int] = _C.murmur3
+    crc32: Callable[[bytes], int] = _C.crc32
+else:
+    murmur2 = murmur2_py
+    murmur3 = murmur3_py
+    crc32 = crc32_py
 
 SCALAR: Dict[str, Callable[[bytes], int]] = {"murmur2": murmur2, "murmur3": murmur3, "crc32": crc32}
 

@@ -90,23 +90,12 @@ def _bucket(h: int, initial: int, partitions: int) -> int:
     return h % (m << 1) if b < partitions - m else b
 
 
-def _compile(initial: int, partitions: int, hash: str) -> Callable[[Any], int]:
-    """A fast ``key -> partition`` function for fixed counts (the per-record path)."""
+def _compile_py(initial: int, partitions: int, hash: str) -> Callable[[Any], int]:
+    """The pure-Python ``key -> partition`` function for fixed counts."""
     m = initial << _level(initial, partitions)
     split = partitions - m
     m2 = m << 1
-    if hash == "murmur2":
-        mm2, seed = _hashing._m2, _hashing._SEED
-
-        def linear_murmur2(key: Any) -> int:
-            if type(key) is not bytes:
-                key = _as_bytes(key)
-            h = mm2(key, seed) & 0x7FFFFFFF
-            b = h % m
-            return h % m2 if b < split else b
-
-        return linear_murmur2
-    hf = _hashing.SCALAR[hash]
+    hf = _hashing.PY_SCALAR[hash]
 
     def linear(key: Any) -> int:
         if type(key) is not bytes:
@@ -116,6 +105,20 @@ def _compile(initial: int, partitions: int, hash: str) -> Callable[[Any], int]:
         return h % m2 if b < split else b
 
     return linear
+
+
+def _compile(initial: int, partitions: int, hash: str) -> Callable[[Any], int]:
+    """A fast ``key -> partition`` function for fixed counts (the per-record path).
+
+    The C ``LinearPartitioner`` when the speed-ups are enabled, else
+    :func:`_compile_py`; same values and errors (non-bytes keys go through
+    ``_as_bytes``, so bytearray/memoryview work and others raise ``InvalidKeyError``)."""
+    if _hashing._C is not None:
+        try:
+            return _hashing._C.LinearPartitioner(hash, initial, partitions, _as_bytes)  # type: ignore[no-any-return]
+        except OverflowError:  # counts beyond a C ssize_t: keep Python's big ints
+            pass
+    return _compile_py(initial, partitions, hash)
 
 
 def _bucket_array(h: np.ndarray, initial: int, partitions: int) -> np.ndarray:

@@ -1,0 +1,433 @@
+/* kafka_ordered._speedups: C versions of the key hashes and of the
+ * fixed-layout key -> partition function (the per-record path).
+ *
+ * Every function keeps the GIL: hashing a short key takes nanoseconds, far
+ * less than a GIL hand-over, which with any busy Python thread costs a
+ * switch interval (5 ms by default) per call.
+ *
+ * Values are those of kafka_ordered._hashing's pure-Python fallback:
+ *   murmur2: Kafka's Java Utils.murmur2 (seed 0x9747b28c) & 0x7fffffff
+ *   murmur3: MurmurHash3 x86_32, seed 0, & 0x7fffffff (mmh3.hash(k) & 0x7fffffff)
+ *   crc32:   the unsigned CRC-32 of zlib.crc32
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h> /* T_PYSSIZET, READONLY (Py_T_* only from 3.12) */
+#include <stddef.h>
+#include <stdint.h>
+
+#define MASK31 0x7fffffffu
+
+/* Little-endian 32-bit load from any alignment; compilers turn this into a
+ * single load on little-endian machines. */
+static inline uint32_t
+load_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static inline uint32_t
+rotl32(uint32_t x, int r)
+{
+    return (x << r) | (x >> (32 - r));
+}
+
+/* Kafka's org.apache.kafka.common.utils.Utils.murmur2, made positive. Java
+ * takes the length as an int; keys of 2 GiB and more cannot exist there. */
+static uint32_t
+murmur2_hash(const unsigned char *data, Py_ssize_t len)
+{
+    const uint32_t m = 0x5bd1e995u;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)len;
+    Py_ssize_t nblocks = len >> 2, i;
+    const unsigned char *tail = data + (nblocks << 2);
+
+    for (i = 0; i < nblocks; i++) {
+        uint32_t k = load_le32(data + (i << 2));
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    switch (len & 3) {
+    case 3:
+        h ^= (uint32_t)tail[2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)tail[1] << 8;
+        /* fall through */
+    case 1:
+        h ^= tail[0];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h & MASK31;
+}
+
+/* MurmurHash3_x86_32 with seed 0, made positive. */
+static uint32_t
+murmur3_hash(const unsigned char *data, Py_ssize_t len)
+{
+    const uint32_t c1 = 0xcc9e2d51u, c2 = 0x1b873593u;
+    uint32_t h = 0, k;
+    Py_ssize_t nblocks = len >> 2, i;
+    const unsigned char *tail = data + (nblocks << 2);
+
+    for (i = 0; i < nblocks; i++) {
+        k = load_le32(data + (i << 2));
+        k *= c1;
+        k = rotl32(k, 15);
+        k *= c2;
+        h ^= k;
+        h = rotl32(h, 13);
+        h = h * 5 + 0xe6546b64u;
+    }
+    k = 0;
+    switch (len & 3) {
+    case 3:
+        k ^= (uint32_t)tail[2] << 16;
+        /* fall through */
+    case 2:
+        k ^= (uint32_t)tail[1] << 8;
+        /* fall through */
+    case 1:
+        k ^= tail[0];
+        k *= c1;
+        k = rotl32(k, 15);
+        k *= c2;
+        h ^= k;
+    }
+    h ^= (uint32_t)len;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h & MASK31;
+}
+
+/* zlib's CRC-32 (reflected polynomial 0xedb88320), one table lookup per byte:
+ * keys are short, so a wider slicing table would not pay for its cache lines. */
+static uint32_t crc_table[256];
+
+static void
+crc32_init(void)
+{
+    uint32_t n, c;
+    int k;
+    for (n = 0; n < 256; n++) {
+        c = n;
+        for (k = 0; k < 8; k++)
+            c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+        crc_table[n] = c;
+    }
+}
+
+static uint32_t
+crc32_hash(const unsigned char *data, Py_ssize_t len)
+{
+    uint32_t c = 0xffffffffu;
+    Py_ssize_t i;
+    for (i = 0; i < len; i++)
+        c = crc_table[(c ^ data[i]) & 0xff] ^ (c >> 8);
+    return c ^ 0xffffffffu;
+}
+
+typedef uint32_t (*hash_fn)(const unsigned char *, Py_ssize_t);
+
+static const struct {
+    const char *name;
+    hash_fn fn;
+} HASHES[] = {{"murmur2", murmur2_hash}, {"murmur3", murmur3_hash}, {"crc32", crc32_hash}};
+
+#define NHASHES ((int)(sizeof(HASHES) / sizeof(HASHES[0])))
+
+/* Hash `key`: bytes directly, otherwise any C-contiguous buffer. Returns 0 on
+ * success, -1 with TypeError set for other objects (str included: Kafka
+ * clients hash encoded bytes, and the encoding is the caller's choice). */
+static int
+hash_object(hash_fn fn, PyObject *key, uint32_t *out)
+{
+    Py_buffer view;
+    if (PyBytes_Check(key)) {
+        *out = fn((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
+        return 0;
+    }
+    if (!PyObject_CheckBuffer(key)) {
+        PyErr_Format(PyExc_TypeError, "key must be bytes, got %.200s", Py_TYPE(key)->tp_name);
+        return -1;
+    }
+    if (PyObject_GetBuffer(key, &view, PyBUF_SIMPLE) < 0)
+        return -1;
+    *out = fn((const unsigned char *)view.buf, view.len);
+    PyBuffer_Release(&view);
+    return 0;
+}
+
+static PyObject *
+py_murmur2(PyObject *module, PyObject *key)
+{
+    uint32_t h;
+    if (hash_object(murmur2_hash, key, &h) < 0)
+        return NULL;
+    return PyLong_FromUnsignedLong(h);
+}
+
+static PyObject *
+py_murmur3(PyObject *module, PyObject *key)
+{
+    uint32_t h;
+    if (hash_object(murmur3_hash, key, &h) < 0)
+        return NULL;
+    return PyLong_FromUnsignedLong(h);
+}
+
+static PyObject *
+py_crc32(PyObject *module, PyObject *key)
+{
+    uint32_t h;
+    if (hash_object(crc32_hash, key, &h) < 0)
+        return NULL;
+    return PyLong_FromUnsignedLong(h);
+}
+
+/* ---- LinearPartitioner ------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall; /* found through tp_vectorcall_offset */
+    hash_fn fn;
+    int hash_index;
+    Py_ssize_t initial, partitions;
+    /* h < 2**32 and m2 <= 2 * PY_SSIZE_T_MAX, so uint64 never overflows */
+    uint64_t m, m2, split;
+    PyObject *coerce; /* callable for keys that are not exactly bytes, or NULL */
+} LinearPartitioner;
+
+static inline PyObject *
+lp_bucket(LinearPartitioner *self, uint32_t h)
+{
+    uint64_t b = h % self->m;
+    if (b < self->split)
+        b = h % self->m2;
+    return PyLong_FromSsize_t((Py_ssize_t)b);
+}
+
+/* Keys that are not exactly bytes: through `coerce` when given (its result
+ * must be bytes), else any contiguous buffer. */
+static PyObject *
+lp_slow(LinearPartitioner *self, PyObject *key)
+{
+    uint32_t h;
+    PyObject *converted;
+    if (self->coerce == NULL) {
+        if (hash_object(self->fn, key, &h) < 0)
+            return NULL;
+        return lp_bucket(self, h);
+    }
+    converted = PyObject_CallOneArg(self->coerce, key);
+    if (converted == NULL)
+        return NULL;
+    if (!PyBytes_Check(converted)) {
+        PyErr_Format(PyExc_TypeError, "coerce must return bytes, got %.200s", Py_TYPE(converted)->tp_name);
+        Py_DECREF(converted);
+        return NULL;
+    }
+    h = self->fn((const unsigned char *)PyBytes_AS_STRING(converted), PyBytes_GET_SIZE(converted));
+    Py_DECREF(converted);
+    return lp_bucket(self, h);
+}
+
+static PyObject *
+lp_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    LinearPartitioner *self = (LinearPartitioner *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *key;
+    if (nargs != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_Format(PyExc_TypeError, "LinearPartitioner takes exactly one positional argument (key: bytes), got %zd",
+                     nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0));
+        return NULL;
+    }
+    key = args[0];
+    if (PyBytes_CheckExact(key))
+        return lp_bucket(self, self->fn((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)));
+    return lp_slow(self, key);
+}
+
+static PyObject *
+lp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"hash_name", "initial", "partitions", "coerce", NULL};
+    const char *name;
+    Py_ssize_t initial, partitions;
+    PyObject *coerce = Py_None;
+    LinearPartitioner *self;
+    uint64_t m;
+    int i, index = -1;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "snn|O:LinearPartitioner", kwlist, &name, &initial, &partitions,
+                                     &coerce))
+        return NULL;
+    for (i = 0; i < NHASHES; i++)
+        if (strcmp(name, HASHES[i].name) == 0)
+            index = i;
+    if (index < 0) {
+        PyErr_Format(PyExc_ValueError, "unknown hash '%.100s': expected murmur2, murmur3 or crc32", name);
+        return NULL;
+    }
+    if (initial < 1 || partitions < initial) {
+        PyErr_Format(PyExc_ValueError, "need 1 <= initial <= partitions, got initial=%zd partitions=%zd", initial,
+                     partitions);
+        return NULL;
+    }
+    if (coerce != Py_None && !PyCallable_Check(coerce)) {
+        PyErr_SetString(PyExc_TypeError, "coerce must be callable or None");
+        return NULL;
+    }
+    self = (LinearPartitioner *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    /* m = initial * 2**L for the largest L with m <= partitions */
+    m = (uint64_t)initial;
+    while (m <= (uint64_t)partitions / 2)
+        m <<= 1;
+    self->vectorcall = lp_vectorcall;
+    self->fn = HASHES[index].fn;
+    self->hash_index = index;
+    self->initial = initial;
+    self->partitions = partitions;
+    self->m = m;
+    self->m2 = m << 1;
+    self->split = (uint64_t)partitions - m;
+    self->coerce = coerce == Py_None ? NULL : Py_NewRef(coerce);
+    return (PyObject *)self;
+}
+
+static int
+lp_traverse(LinearPartitioner *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->coerce);
+    return 0;
+}
+
+static int
+lp_clear(LinearPartitioner *self)
+{
+    Py_CLEAR(self->coerce);
+    return 0;
+}
+
+static void
+lp_dealloc(LinearPartitioner *self)
+{
+    PyObject_GC_UnTrack(self);
+    lp_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+lp_repr(LinearPartitioner *self)
+{
+    return PyUnicode_FromFormat("LinearPartitioner('%s', %zd, %zd)", HASHES[self->hash_index].name, self->initial,
+                                self->partitions);
+}
+
+/* Pickles (and cloudpickles, for Spark) as its constructor call. */
+static PyObject *
+lp_reduce(LinearPartitioner *self, PyObject *Py_UNUSED(ignored))
+{
+    return Py_BuildValue("(O(snnO))", (PyObject *)Py_TYPE(self), HASHES[self->hash_index].name, self->initial,
+                         self->partitions, self->coerce ? self->coerce : Py_None);
+}
+
+static PyObject *
+lp_get_hash_name(LinearPartitioner *self, void *closure)
+{
+    return PyUnicode_FromString(HASHES[self->hash_index].name);
+}
+
+static PyMethodDef lp_methods[] = {
+    {"__reduce__", (PyCFunction)lp_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef lp_members[] = {
+    {"initial", T_PYSSIZET, offsetof(LinearPartitioner, initial), READONLY, "initial partition count (N0)"},
+    {"partitions", T_PYSSIZET, offsetof(LinearPartitioner, partitions), READONLY, "undeleted partition count (N)"},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(LinearPartitioner, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef lp_getset[] = {
+    {"hash_name", (getter)lp_get_hash_name, NULL, "murmur2, murmur3 or crc32", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(lp_doc,
+             "LinearPartitioner(hash_name, initial, partitions, coerce=None)\n--\n\n"
+             "Callable key -> partition under linear hashing with fixed counts: with\n"
+             "m = initial * 2**L (largest L with m <= partitions) and h the positive hash,\n"
+             "b = h % m, and h % (2 * m) when b < partitions - m.\n\n"
+             "Keys of type bytes take the fast path. Other keys go through coerce(key),\n"
+             "which must return bytes or raise; without coerce any contiguous buffer is\n"
+             "hashed and other types raise TypeError.");
+
+static PyTypeObject LinearPartitionerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafka_ordered._speedups.LinearPartitioner",
+    .tp_basicsize = sizeof(LinearPartitioner),
+    .tp_dealloc = (destructor)lp_dealloc,
+    .tp_vectorcall_offset = offsetof(LinearPartitioner, vectorcall),
+    .tp_repr = (reprfunc)lp_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = lp_doc,
+    .tp_traverse = (traverseproc)lp_traverse,
+    .tp_clear = (inquiry)lp_clear,
+    .tp_methods = lp_methods,
+    .tp_members = lp_members,
+    .tp_getset = lp_getset,
+    .tp_new = lp_new,
+};
+
+/* ---- module ------------------------------------------------------------ */
+
+static PyMethodDef module_methods[] = {
+    {"murmur2", py_murmur2, METH_O,
+     "murmur2($module, key, /)\n--\n\nKafka's Java murmur2 (seed 0x9747b28c) & 0x7fffffff."},
+    {"murmur3", py_murmur3, METH_O,
+     "murmur3($module, key, /)\n--\n\nMurmurHash3 x86_32, seed 0, & 0x7fffffff (mmh3.hash(key) & 0x7fffffff)."},
+    {"crc32", py_crc32, METH_O, "crc32($module, key, /)\n--\n\nThe unsigned CRC-32 (zlib.crc32(key))."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafka_ordered._speedups",
+    .m_doc = "C key hashes and the fixed-layout key -> partition function (optional; see kafka_ordered._hashing).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    PyObject *m;
+    crc32_init();
+    if (PyType_Ready(&LinearPartitionerType) < 0)
+        return NULL;
+    m = PyModule_Create(&speedups_module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&LinearPartitionerType);
+    if (PyModule_AddObject(m, "LinearPartitioner", (PyObject *)&LinearPartitionerType) < 0) {
+        Py_DECREF(&LinearPartitionerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
