@@ -36,6 +36,8 @@ PURE = [
     "_gating",
     "_registering",
     "_hashing",
+    "tokens",
+    "_freshness",
 ]
 CLIENTS = ("confluent_kafka", "kafka", "pyspark")
 
