@@ -21,12 +21,13 @@ import logging
 import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ._freshness import CausalFreshness
 from ._ports import TP, ConsumerPort, LayoutView, OffsetsPort
 from .gates import GateKeeper, GateStatus, ResetPolicy, processed_offset, start_position
 from .history import LayoutHistory
-from .layout import DEFAULT_SETTLE_MS
 from .listener import PartitionKeyRebalanceListener
 from .metrics import GATE_WAIT_BUCKETS, ConsumerMetrics, GateMetrics, WaitHistogram
+from .tokens import Run
 
 __all__ = ["GatingCore", "PartitionState", "GatingOptions"]
 
@@ -91,15 +92,13 @@ class PartitionState:
 class GatingOptions:
     """The ``ordered.*`` consumer options the core uses, parsed."""
 
-    __slots__ = ("timeout", "gating", "commit_interval", "settle_override", "auto_commit",
-                 "auto_commit_interval", "reset")
+    __slots__ = ("timeout", "gating", "commit_interval", "auto_commit", "auto_commit_interval", "reset")
 
     def __init__(self, opts: Mapping[str, Any], auto_commit: bool, auto_commit_interval_s: float,
                  reset: ResetPolicy) -> None:
         self.timeout: float = opts["ordered.metadata.timeout.ms"] / 1000.0
         self.gating: bool = opts["ordered.gating"]
         self.commit_interval: float = opts["ordered.commit.interval.ms"] / 1000.0
-        self.settle_override: Optional[int] = opts["ordered.registration.settle.ms"]
         self.auto_commit = auto_commit
         self.auto_commit_interval = auto_commit_interval_s
         self.reset = reset
@@ -133,7 +132,9 @@ class GatingCore:
         self._log_start_at = float("-inf")
         self._gate_offsets: Dict[str, int] = {}
         self._seen_version = -1
-        self._delta = DEFAULT_SETTLE_MS / 1000.0
+        #: Expected fetch offsets and the catch-ups of the causal-token rule.
+        self.freshness = CausalFreshness(follower)
+        self._owned_topics: Optional[Set[str]] = None
         self.last_commit = time.monotonic()
         self.records_held_back = 0
         self.last_wait_s: Optional[float] = None
@@ -156,6 +157,13 @@ class GatingCore:
         if st is None:
             st = self.parts[tp] = PartitionState()
         return st
+
+    def owned_topics(self) -> Set[str]:
+        """Topics of the owned partitions (cached until the assignment changes)."""
+        topics = self._owned_topics
+        if topics is None:
+            topics = self._owned_topics = {t for t, _ in self._owned}
+        return topics
 
     def held(self) -> Set[TP]:
         """Partitions stopped at a closed gate."""
@@ -180,6 +188,8 @@ class GatingCore:
             st = self.state(tp)
             st.owned = True
             self._owned.add(tp)
+            self._owned_topics = None
+            self.freshness.jumped(tp)
             c = committed.get(tp, -1)
             if c >= 0:
                 st.committed = max(st.committed, c)
@@ -206,6 +216,8 @@ class GatingCore:
             st = self.state(tp)
             st.owned = True
             self._owned.add(tp)
+            self._owned_topics = None
+            self.freshness.jumped(tp)
             st.start_at(off)
             self.keeper.forget_announcements(tp, off)
         if offsets:
@@ -222,10 +234,12 @@ class GatingCore:
                 self.port.resume(unpause)
             except Exception as e:  # already gone from the client's assignment
                 log.debug("resume on revoke of %s: %s", unpause, e)
+        self._owned_topics = None
         for tp in tps:
             self._owned.discard(tp)
             self._held.discard(tp)
             self._init_commit.discard(tp)
+            self.freshness.forget(tp)
             self.parts[tp].drop_ownership()
 
     # -- positions
@@ -275,15 +289,6 @@ class GatingCore:
             self.commit_processed()
         self.maintain()
 
-    def _settle_s(self) -> float:
-        history = self.follower.history
-        topics = {t for t, _ in self._owned} | self.subscribed
-        settles = [lay.settle_ms for t in topics if (lay := history.current(t)) is not None]
-        ms = min(settles) if settles else DEFAULT_SETTLE_MS
-        if self.opts.settle_override is not None:
-            ms = min(ms, self.opts.settle_override)
-        return ms / 1000.0
-
     def refresh_gates(self, force: bool = False) -> None:
         history = self.follower.history
         version = history.version
@@ -299,15 +304,19 @@ class GatingCore:
             self.keeper.add_gates(history.gates(topic, self._gate_offsets.get(topic, 0)), now)
             self._gate_offsets[topic] = upto
         self._seen_version = version
-        self._delta = self._settle_s()
 
-    def ensure_fresh(self) -> None:
-        """Freshness rule: deliver only while the layout view includes every
-        registration appended more than ``settle`` ago."""
+    def managed(self, topic: str) -> bool:
+        """Whether ``topic`` has a layout (its records are checked for stamps)."""
+        return self.follower.history.current(topic) is not None
+
+    def ensure_fresh(self, runs: Sequence[Run] = ()) -> None:
+        """Freshness (causal tokens): before any record of a fetch is
+        delivered, catch the layout view up as ``runs`` (what the fetch
+        returned per managed owned partition, see :class:`~kafka_ordered.tokens.Run`)
+        require, then take in the gates it brought."""
         if not self.opts.gating:
             return
-        if not self.follower.fresh_within(self._delta):
-            self.follower.sync()
+        self.freshness.admit(runs)
         self.refresh_gates()
 
     def maintain(self) -> None:
@@ -445,6 +454,7 @@ class GatingCore:
         is fetched again when the gate opens."""
         st = self.parts[tp]
         st.held = st.position = offset
+        self.freshness.moved(tp, offset)
         if st.held_since is None:
             st.held_since = time.monotonic()
             st.held_wall = time.time()
@@ -476,6 +486,7 @@ class GatingCore:
         st = self.state(tp)
         if offset >= 0:
             st.position = st.processed = offset
+        self.freshness.jumped(tp)
         if tp in self._held:
             self.release(tp)
 
@@ -536,6 +547,7 @@ class GatingCore:
                     continue  # already sought back to the hold
                 self.release(tp)
             st.position = off
+            self.freshness.moved(tp, off)
             self.port.seek(tp, off)
 
     def _observe_wait(self, seconds: float) -> None:

@@ -56,8 +56,10 @@ class OffsetReader:
 
     End offsets come from the high watermark of Fetch responses requested
     after the call starts: correct on every broker, including those whose
-    ListOffsets(latest) is wrong after multi-record batches (Tansu). Not
-    thread-safe; one instance per caller thread.
+    ListOffsets(latest) is wrong after multi-record batches (Tansu).
+    Thread-safe (one request at a time). Its consumer is created on first
+    use; :meth:`read_from` also serves the layout-log follower's catch-up
+    reads (short fetch waits, unlike the follower's long poll).
     """
 
     def __init__(self, conn: Mapping[str, Any], timeout: float = 10.0, *, admin: Optional[AdminClient] = None) -> None:
@@ -163,6 +165,51 @@ class OffsetReader:
                 c.unassign()
         return ends
 
+    def read_from(self, tp: TP, offset: int, upto: Optional[int] = None,
+                  timeout: Optional[float] = None) -> Tuple[List[Any], int]:
+        """The records of ``tp`` from ``offset`` on, fetched by requests sent
+        after the call: until the partition's end, or until a record at or past
+        ``upto - 1`` arrived. Returns them in fetch order (a broker may leave a
+        hole: the caller checks offsets) and the high watermark of the last
+        response. Raises ``BrokerUnavailableError`` when nothing conclusive
+        arrives in time."""
+        timeout = timeout or self.timeout
+        deadline = time.monotonic() + timeout
+        topic, partition = tp
+        with self._lock:
+            c = self._get_consumer()
+            if topic not in self._known_topics:
+                try:
+                    self._known_topics |= set(c.list_topics(timeout=timeout).topics)
+                except KafkaException as e:
+                    raise translate(e, "reading cluster metadata") from e
+            c.assign([TopicPartition(topic, partition, offset)])
+            out: List[Any] = []
+            try:
+                while True:
+                    if time.monotonic() > deadline:
+                        raise BrokerUnavailableError(
+                            f"{topic}[{partition}]: no fetch response from offset {offset} within the timeout")
+                    done = False
+                    for m in c.consume(1000, 0.005):
+                        err = m.error()
+                        if err is None:
+                            out.append(m)
+                            if upto is not None and int(m.offset() or 0) >= upto - 1:
+                                done = True
+                        elif err.code() == KafkaError._PARTITION_EOF:
+                            done = True
+                        elif for_code(err.code()) is UnknownTopicError:
+                            raise UnknownTopicError(f"{topic}: {err.str()}", code=err.code())
+                        elif err.fatal() or not err.retriable():
+                            raise translate(KafkaException(err), f"reading {topic}")
+                    if done:
+                        break
+                _, hw = c.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+            finally:
+                c.unassign()
+        return out, int(hw) if hw is not None and hw >= 0 else 0
+
     def start_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The log-start offset of each partition (ListOffsets earliest)."""
         want = sorted(set(tps))
@@ -170,8 +217,14 @@ class OffsetReader:
             return {}
         return self._list(want, OffsetSpec.earliest(), timeout or self.timeout, "reading log-start offsets")
 
+    @property
+    def clients(self) -> int:
+        """librdkafka client instances this reader has open (its consumer, if made)."""
+        return 0 if self._consumer is None else 1
+
     def close(self) -> None:
-        c, self._consumer = self._consumer, None
+        with self._lock:
+            c, self._consumer = self._consumer, None
         if c is not None:
             c.close()
         self._admin = None

@@ -1,10 +1,14 @@
 """One set of layout-log resources per process and cluster.
 
-Every producer, consumer, admin and Spark driver in a process that talks to
-the same cluster and layout log shares one :class:`LayoutFollower` (one
-background thread), one layout-log writer and one offset reader. They are
-reference-counted: :func:`acquire` hands out a :class:`Shared` and
-:meth:`Shared.release` closes the resources with their last user.
+Every producer, consumer and admin in a process that talks to the same
+cluster and layout log shares one :class:`LayoutFollower` (one background
+thread, one long-poll consumer), one AdminClient (metadata, offsets,
+topic checks), one offset reader (a short-wait consumer, made on first use:
+true end offsets, catch-up reads of the log) and one layout-log writer (made
+on first append). They are reference-counted: :func:`acquire` hands out a
+:class:`Shared` and :meth:`Shared.release` closes the resources with their
+last user. :func:`client_count` counts the librdkafka client instances all
+sets hold (for tests and benchmarks).
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ._kafka import OffsetReader, new_admin
 from .config import connection_identity
+from .errors import ProtocolVersionError
 from .history import CorruptPolicy, LayoutHistory
 from .layout_log import LayoutFollower, LayoutLog
 
-__all__ = ["Shared", "acquire", "active_count"]
+__all__ = ["Shared", "acquire", "active_count", "client_count"]
 
 log = logging.getLogger("kafka_ordered.layout_log")
 
@@ -26,11 +31,11 @@ _Key = Tuple[str, str, Tuple[Tuple[str, str], ...]]
 
 
 class Shared:
-    """The layout-log follower, writer and offset reader of one
+    """The layout-log follower, admin client, offset reader and writer of one
     (connection, layout topic, corrupt policy) in this process."""
 
     def __init__(self, key: _Key, conn: Mapping[str, Any], topic: str, follower: LayoutFollower,
-                 timeout: float, admin: Any) -> None:
+                 timeout: float, admin: Any, offsets: OffsetReader) -> None:
         self.key = key
         self.topic = topic
         self.follower = follower
@@ -39,7 +44,7 @@ class Shared:
         self.admin = admin  # the one AdminClient of this set
         self._refs = 1
         self._writer: Optional[LayoutLog] = None
-        self._offsets: Optional[OffsetReader] = None
+        self._offsets = offsets
         self._lock = threading.Lock()
 
     @property
@@ -62,11 +67,15 @@ class Shared:
 
     @property
     def offsets(self) -> OffsetReader:
-        """The offset reader (thread-safe; shared by every client of the process)."""
+        """The offset reader (thread-safe; shared by every client of the process
+        and by the follower's catch-up reads)."""
+        return self._offsets
+
+    def clients(self) -> int:
+        """librdkafka client instances this set holds now."""
         with self._lock:
-            if self._offsets is None:
-                self._offsets = OffsetReader(self._conn, self.timeout, admin=self.admin)
-            return self._offsets
+            writer = 1 if self._writer is not None and self._writer.connected else 0
+        return 1 + self.follower.clients + self._offsets.clients + writer  # 1: the admin client
 
     def release(self) -> None:
         """Give back one reference; the last one closes everything."""
@@ -79,11 +88,9 @@ class Shared:
         self.follower.close()
         with self._lock:
             w, self._writer = self._writer, None
-            o, self._offsets = self._offsets, None
         if w is not None:
             w.close()
-        if o is not None:
-            o.close()
+        self._offsets.close()
 
 
 _registry: Dict[_Key, Shared] = {}
@@ -94,13 +101,25 @@ def _key(conn: Mapping[str, Any], topic: str, policy: str) -> _Key:
     return (topic, policy, connection_identity(conn))
 
 
+def _check_protocol(shared: Shared, required: bool) -> None:
+    if not required:
+        return
+    problem = shared.history.protocol_problem()
+    if problem is not None:
+        raise ProtocolVersionError(f"layout log {shared.topic}: {problem}", protocol=None)
+    shared.follower.require_protocol = True
+
+
 def acquire(conn: Mapping[str, Any], topic: str, *, corrupt_policy: CorruptPolicy = "skip",
-            poll_interval_ms: int = 50, timeout: float = 10.0, create: bool = True) -> Shared:
+            timeout: float = 10.0, create: bool = True, require_protocol: bool = True) -> Shared:
     """The process's shared resources for ``conn`` and ``topic``, started and
     caught up with the log. Call :meth:`Shared.release` when done.
 
-    On failure (broker unreachable, unsafe or missing log) nothing is left
-    running and the error is raised.
+    ``require_protocol`` (producers, consumers): raise
+    :class:`ProtocolVersionError` for a log written by protocol 1 clients
+    (the admin passes ``False``: it is how such a log gets upgraded). On
+    failure (broker unreachable, unsafe or missing log, old protocol) nothing
+    this call started is left running and the error is raised.
     """
     key = _key(conn, topic, corrupt_policy)
     with _registry_lock:
@@ -110,6 +129,7 @@ def acquire(conn: Mapping[str, Any], topic: str, *, corrupt_policy: CorruptPolic
     if shared is not None:
         try:
             shared.follower.sync()  # a new client starts from a view caught up now
+            _check_protocol(shared, require_protocol)
         except BaseException:
             shared.release()
             raise
@@ -118,20 +138,41 @@ def acquire(conn: Mapping[str, Any], topic: str, *, corrupt_policy: CorruptPolic
         shared = _registry.get(key)
         if shared is not None:  # another thread made it meanwhile
             shared._refs += 1
-            return shared
+    if shared is not None:
+        try:
+            _check_protocol(shared, require_protocol)
+        except BaseException:
+            shared.release()
+            raise
+        return shared
+    with _registry_lock:
         admin = new_admin(conn)
-        follower = LayoutFollower(conn, topic, poll_interval_ms=poll_interval_ms, corrupt_policy=corrupt_policy,
-                                  timeout=timeout, create=create, admin=admin)
+        offsets = OffsetReader(conn, timeout, admin=admin)
+        follower = LayoutFollower(conn, topic, corrupt_policy=corrupt_policy, timeout=timeout, create=create,
+                                  admin=admin, reader=offsets)
         try:
             follower.start()
         except BaseException:
             follower.close()
+            offsets.close()
             raise
-        shared = _registry[key] = Shared(key, conn, topic, follower, timeout, admin)
-        return shared
+        shared = _registry[key] = Shared(key, conn, topic, follower, timeout, admin, offsets)
+    try:
+        _check_protocol(shared, require_protocol)
+    except BaseException:
+        shared.release()
+        raise
+    return shared
 
 
 def active_count() -> int:
     """How many shared follower sets are open in this process (for tests)."""
     with _registry_lock:
         return len(_registry)
+
+
+def client_count() -> int:
+    """librdkafka client instances held by every shared set of this process."""
+    with _registry_lock:
+        sets = list(_registry.values())
+    return sum(s.clients() for s in sets)

@@ -13,15 +13,27 @@ Partitions are ``(topic, partition)`` tuples throughout.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple
 
 if TYPE_CHECKING:
     from .history import LayoutHistory
     from .metrics import LayoutViewMetrics
 
-__all__ = ["TP", "ConsumerPort", "ProducerPort", "OffsetsPort", "LayoutView", "LayoutWriter", "LogResources"]
+__all__ = ["TP", "Stamp", "ConsumerPort", "ProducerPort", "OffsetsPort", "LayoutView", "LayoutWriter",
+           "LogResources"]
 
 TP = Tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """The ``kafka-ordered.reg`` stamp of one record: the header ``value``,
+    and ``acked`` to call (from any thread) once the client reports the
+    record acknowledged without error."""
+
+    value: bytes
+    acked: Callable[[], None]
 
 
 class ConsumerPort(Protocol):
@@ -56,10 +68,12 @@ class ConsumerPort(Protocol):
 class ProducerPort(Protocol):
     """The producer operations the registering core drives."""
 
-    def send(self, topic: str, partition: Optional[int], item: Any) -> Any:
+    def send(self, topic: str, partition: Optional[int], item: Any, stamp: Optional[Stamp] = None) -> Any:
         """Enqueue one record (``item`` is whatever the adapter buffered) with
-        an explicit partition (``None``: the client chooses). Raises what the
-        client raises when it refuses the record locally."""
+        an explicit partition (``None``: the client chooses); with ``stamp``,
+        add its header (replacing one of the same name) and call its
+        ``acked`` when the record is acknowledged. Raises what the client
+        raises when it refuses the record locally."""
 
     def flush(self, timeout: float) -> int:
         """Wait up to ``timeout`` seconds for records in flight; returns how
@@ -84,12 +98,17 @@ class LayoutView(Protocol):
     """A process's view of the layout log (the shared follower).
 
     ``fatal`` is the error that stopped it for good (a refused or unreadable
-    record), else ``None``; :meth:`sync` raises it.
+    record), else ``None``; :meth:`sync` raises it. ``log_id`` names the log
+    in ``kafka-ordered.reg`` stamps.
     """
 
     @property
     def fatal(self) -> Optional[BaseException]:
         """The error that stopped the view for good, else ``None``."""
+
+    @property
+    def log_id(self) -> str:
+        """The log's identity in stamps (its topic id)."""
 
     @property
     def history(self) -> "LayoutHistory":
@@ -98,8 +117,8 @@ class LayoutView(Protocol):
     def sync(self, timeout: Optional[float] = None) -> "LayoutHistory":
         """Catch up with every record appended before the call."""
 
-    def fresh_within(self, seconds: float) -> bool:
-        """Whether the view includes every record appended up to ``seconds`` ago."""
+    def catch_up_past(self, offset: int, timeout: Optional[float] = None) -> "LayoutHistory":
+        """Make the view include ``offset`` (reading what is missing now)."""
 
     def add_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after new records were applied."""

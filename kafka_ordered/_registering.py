@@ -4,10 +4,13 @@ One implementation of the producer side of the protocol for every client:
 keyed records follow the topic's current layout, and before the first keyed
 record under a new layout the producer flushes, reads the end offsets of the
 partitions its keys leave (then, separately, of those they enter), appends a
-registration to the layout log and only then sends under the new layout.
-Sends made meanwhile are buffered in order. The decisions (which epoch to
-register from, which gates, whether to append) are in the pure
-:mod:`kafka_ordered.registration`.
+registration to the layout log and only then sends under the new layout, with
+no pause: keyed records to the partitions the registration gates carry the
+``kafka-ordered.reg`` stamp until one stamped record per partition is
+acknowledged. Sends made meanwhile are buffered in order. The decisions
+(which epoch to register from, which gates, whether to append; what to
+stamp) are in the pure :mod:`kafka_ordered.registration` and
+:mod:`kafka_ordered.tokens`.
 """
 
 from __future__ import annotations
@@ -18,14 +21,15 @@ import random
 import threading
 import time
 import uuid
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
-from ._ports import LogResources, ProducerPort
+from ._ports import LogResources, ProducerPort, Stamp
 from .errors import RegistrationError, SwitchTimeoutError
 from .history import Gate, LayoutHistory
 from .layout import Layout
 from .metrics import ProducerMetrics
-from .registration import Flush, GateSpec, ReadEnds, SwitchPlan, plan_gates, switch_steps
+from .registration import Flush, GateSpec, ReadEnds, SwitchPlan, own_gates, plan_gates, switch_steps
+from .tokens import StampBook, encode, partitions_to_stamp
 
 __all__ = ["RegisteringCore", "RegistrationRecord", "TopicState"]
 
@@ -35,7 +39,7 @@ log = logging.getLogger("kafka_ordered.producer")
 class TopicState:
     """Per-topic switching state; changed under the core's lock."""
 
-    __slots__ = ("layout", "fn", "partitions", "busy", "buffer", "ready")
+    __slots__ = ("layout", "fn", "partitions", "busy", "buffer", "ready", "stamped")
 
     def __init__(self) -> None:
         self.layout: Optional[Layout] = None  # the layout sends are partitioned by
@@ -46,6 +50,9 @@ class TopicState:
         # Keyed sends may go straight out: registered for the current layout,
         # no switch running, nothing buffered. Changed under the lock only.
         self.ready = False
+        # Partitions whose keyed records still need the stamp (the per-record
+        # path sends them through route()); replaced, never mutated.
+        self.stamped: FrozenSet[int] = frozenset()
 
 
 class RegistrationRecord:
@@ -93,7 +100,6 @@ class RegisteringCore:
         self.timeout = opts["ordered.metadata.timeout.ms"] / 1000.0
         self.switch_timeout = opts["ordered.switch.timeout.ms"] / 1000.0
         self.window_ms: int = opts["ordered.transition.window.ms"]
-        self.settle_override: Optional[int] = opts["ordered.registration.settle.ms"]
         stable = opts["ordered.producer.id"]
         self.producer_id: str = stable or f"anon-{uuid.uuid4().hex}"
         self.stable_id = stable is not None
@@ -111,6 +117,14 @@ class RegisteringCore:
         #: How a switch is run: :meth:`switch`, or an adapter's wrapper of it
         #: (kafka-python moves switches started on its sender thread elsewhere).
         self.run_switch: Callable[[str, TopicState, Any], None] = self.switch
+        #: Partitions still to stamp (guarded by its own lock: acknowledgements
+        #: arrive on client threads that must never wait for a switch).
+        self.stamps = StampBook()
+        self._stamp_lock = threading.Lock()
+        #: Set by the adapter for a transactional client: acknowledgements
+        #: inside a transaction count only once it commits.
+        self.transactional = False
+        self.in_transaction = False
         self.follower.add_listener(self.refresh_states)
 
     @property
@@ -192,7 +206,7 @@ class RegisteringCore:
                 return False, self.port.send(topic, self.unkeyed_partition(topic, st), item)
             if not self._needs_switch(topic, st):
                 st.ready = True
-                return False, self.port.send(topic, st.fn(key), item)  # type: ignore[misc]
+                return False, self.send_keyed(topic, st, st.fn(key), item)  # type: ignore[misc]
             st.busy = True
             with self.fast_lock:
                 st.ready = False
@@ -239,6 +253,7 @@ class RegisteringCore:
             raise
         self.registrations.append(record)
         with self.lock:
+            self._add_stamps(topic, st, record, first_switch=st.layout is None)
             st.layout, st.fn, st.partitions = target, target._fn, target.partitions
             try:
                 refused = self._drain(topic, st, own)
@@ -285,16 +300,64 @@ class RegisteringCore:
                 phase("append")
         own.extend(plan_gates(plan, topic, self.producer_id))
         if plan.spec:
-            time.sleep(self._settle_s(plan.target))
-            phase("settle")
             log.info("producer %s registered for %s epoch %d (from %d) at layout-log offset %s with gates on %s",
                      self.producer_id, topic, plan.target.epoch, plan.from_epoch, plan.offset, sorted(plan.spec))
         return plan.target, RegistrationRecord(topic, plan.from_epoch, plan.target.epoch, plan.spec, plan.offset,
                                                time.monotonic() - began, phases)
 
-    def _settle_s(self, layout: Layout) -> float:
-        ms = layout.settle_ms if self.settle_override is None else max(self.settle_override, layout.settle_ms)
-        return ms / 1000.0
+    # -- stamps
+
+    def _add_stamps(self, topic: str, st: TopicState, record: RegistrationRecord, first_switch: bool) -> None:
+        """After a switch: the partitions its registration gates (and, at a
+        stable id's first switch, those its earlier registrations gated) are
+        stamped from now on (:func:`tokens.partitions_to_stamp`)."""
+        history = self.follower.history
+        own_gated: List[int] = []
+        own_newest: Optional[int] = None
+        if first_switch and self.stable_id:
+            own_gated = [g.partition for g in own_gates(history, topic, self.producer_id)]
+            last = history.last_registration(topic, self.producer_id)
+            own_newest = last.offset if last is not None else None
+        parts, offset = partitions_to_stamp(record.gates, record.offset, first_switch, self.stable_id,
+                                            own_gated, own_newest)
+        if offset is None:
+            return
+        with self._stamp_lock:  # (the topic is not ready: no per-record send races this)
+            self.stamps.add(topic, parts, offset)
+            st.stamped = self.stamps.pending(topic)
+
+    def send_keyed(self, topic: str, st: TopicState, partition: int, item: Any) -> Any:
+        """Send a keyed record under the current layout, stamped when the
+        partition still needs it."""
+        if partition in st.stamped:
+            with self._stamp_lock:
+                offset = self.stamps.stamp(topic, partition)
+            if offset is not None:
+                stamp = Stamp(encode(self.follower.log_id, offset), self._acker(topic, st, partition, offset))
+                return self.port.send(topic, partition, item, stamp)
+        return self.port.send(topic, partition, item)
+
+    def _acker(self, topic: str, st: TopicState, partition: int, offset: int) -> Callable[[], None]:
+        def acked() -> None:
+            with self._stamp_lock:
+                if self.stamps.acked(topic, partition, offset, self.transactional and self.in_transaction):
+                    st.stamped = self.stamps.pending(topic)
+        return acked
+
+    def begin_transaction(self) -> None:
+        self.in_transaction = True
+
+    def end_transaction(self, committed: bool) -> None:
+        """The transaction ended: its stamped acknowledgements count when it committed."""
+        with self._stamp_lock:
+            if committed:
+                for topic in self.stamps.committed():
+                    st = self.states.get(topic)
+                    if st is not None:
+                        st.stamped = self.stamps.pending(topic)
+            else:
+                self.stamps.aborted()
+            self.in_transaction = False
 
     def _drain(self, topic: str, st: TopicState, own: Any) -> Optional[BaseException]:
         """Send the buffer in order (lock held; callbacks that send again
@@ -303,9 +366,11 @@ class RegisteringCore:
         refused: Optional[BaseException] = None
         while buf:
             key, item = buf[0]
-            partition = st.fn(key) if key is not None else random.randrange(st.partitions)  # type: ignore[misc]
             try:
-                self.port.send(topic, partition, item)
+                if key is not None:
+                    self.send_keyed(topic, st, st.fn(key), item)  # type: ignore[misc]
+                else:
+                    self.port.send(topic, random.randrange(st.partitions), item)
             except Exception as e:
                 log.warning("record for %s refused by the client while draining a layout switch: %s", topic, e)
                 if item is own:

@@ -3,7 +3,12 @@
 Every wrapper takes the underlying client's own config dict. Our keys live
 under the ``ordered.`` prefix and are popped before the rest is passed to the
 client untouched. A key under ``ordered.`` that the component does not know
-is a :class:`ConfigError` (typos must not silently disable ordering).
+is a :class:`ConfigError` (typos must not silently disable ordering). A key
+that earlier versions accepted and this one no longer uses
+(:data:`REMOVED_OPTIONS`) is dropped with a WARNING on the
+``kafka_ordered.config`` logger that says why: it cannot weaken ordering (the
+mechanisms it tuned are gone), so upgraded configs keep working, but it is
+never ignored silently.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from .errors import ConfigError
 
 __all__ = [
     "OPTIONS",
+    "REMOVED_OPTIONS",
     "DEFAULT_LAYOUT_TOPIC",
     "CONSUMER_OPTIONS",
     "PRODUCER_OPTIONS",
@@ -30,6 +36,8 @@ __all__ = [
 ]
 
 DEFAULT_LAYOUT_TOPIC = "_kafka_ordered"
+
+log = logging.getLogger("kafka_ordered.config")
 
 
 def _bool(v: Any) -> bool:
@@ -81,17 +89,11 @@ OPTIONS: Dict[str, _Option] = {
     "ordered.layout.corrupt.policy": _Option(
         _policy, "skip", "what to do with a layout-log record that does not parse: skip (report) or refuse (raise)"
     ),
-    "ordered.follower.poll.interval.ms": _Option(
-        _pos_int, 50, "how often the background follower checks the layout log for new records"
-    ),
     "ordered.producer.id": _Option(
         _nonempty_str, None, "stable producer id (like transactional.id): ordering survives restarts across layout changes"
     ),
     "ordered.transition.window.ms": _Option(
         _nonneg_int, 600_000, "an anonymous producer starting within this long after a layout change registers for it"
-    ),
-    "ordered.registration.settle.ms": _Option(
-        _nonneg_int, None, "override of the topic's settle pause (producers take the larger, consumers the smaller)"
     ),
     "ordered.switch.timeout.ms": _Option(_pos_int, 30_000, "how long a layout switch (flush + registration) may take"),
     "ordered.commit.interval.ms": _Option(
@@ -99,6 +101,19 @@ OPTIONS: Dict[str, _Option] = {
     ),
     "ordered.gating": _Option(_bool, True, "false disables gating (for testing only: ordering is not guaranteed)"),
     "ordered.metadata.timeout.ms": _Option(_pos_int, 10_000, "timeout of metadata, offset and layout-log requests"),
+}
+
+
+#: Keys earlier versions accepted, and why they are gone (a WARNING when given).
+REMOVED_OPTIONS: Dict[str, str] = {
+    "ordered.registration.settle.ms": (
+        "producers no longer pause after a registration and consumers no longer compare the age of their "
+        "layout view: freshness comes from the kafka-ordered.reg stamp on records (protocol 2)"
+    ),
+    "ordered.follower.poll.interval.ms": (
+        "the layout-log follower no longer polls at an interval: it keeps one long-poll Fetch in flight and "
+        "learns of appends as the broker answers it"
+    ),
 }
 
 
@@ -117,6 +132,10 @@ def split_config(
         if not isinstance(key, str) or not key.startswith("ordered."):
             rest[key] = value
             continue
+        if key in REMOVED_OPTIONS:
+            log.warning("%s: configuration key %s is no longer used and is ignored (%s); remove it",
+                        component, key, REMOVED_OPTIONS[key])
+            continue
         if key not in OPTIONS:
             known = ", ".join(sorted(allowed))
             raise ConfigError(f"unknown configuration key {key!r}; {component} accepts: {known}")
@@ -133,8 +152,6 @@ def split_config(
 CONSUMER_OPTIONS = (
     "ordered.layout.topic",
     "ordered.layout.corrupt.policy",
-    "ordered.follower.poll.interval.ms",
-    "ordered.registration.settle.ms",
     "ordered.commit.interval.ms",
     "ordered.gating",
     "ordered.metadata.timeout.ms",
@@ -142,10 +159,8 @@ CONSUMER_OPTIONS = (
 PRODUCER_OPTIONS = (
     "ordered.layout.topic",
     "ordered.layout.corrupt.policy",
-    "ordered.follower.poll.interval.ms",
     "ordered.producer.id",
     "ordered.transition.window.ms",
-    "ordered.registration.settle.ms",
     "ordered.switch.timeout.ms",
     "ordered.metadata.timeout.ms",
 )

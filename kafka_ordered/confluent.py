@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from . import _log
 from ._gating import GatingCore, GatingOptions
-from ._ports import TP
+from ._ports import TP, Stamp
 from ._registering import RegisteringCore, RegistrationRecord
 from .config import CONSUMER_OPTIONS, PRODUCER_OPTIONS, client_config, forced, split_config, truthy
 
@@ -37,6 +37,7 @@ from .history import LayoutHistory
 from .layout import _as_bytes
 from .listener import PartitionKeyRebalanceListener
 from .metrics import ConsumerMetrics, ProducerMetrics
+from .tokens import Run, has_header, stamp_of, strip, with_stamp
 
 __all__ = ["OrderedProducer", "OrderedConsumer"]
 
@@ -49,7 +50,6 @@ def _shared(opts: Mapping[str, Any], conf: Mapping[str, Any]) -> _log.Shared:
         conf,
         opts["ordered.layout.topic"],
         corrupt_policy=opts["ordered.layout.corrupt.policy"],
-        poll_interval_ms=opts["ordered.follower.poll.interval.ms"],
         timeout=opts["ordered.metadata.timeout.ms"] / 1000.0,
     )
 
@@ -59,6 +59,15 @@ def _shared(opts: Mapping[str, Any], conf: Mapping[str, Any]) -> _log.Shared:
 _Item = Tuple[Any, Any, Optional[Callable[..., None]], int, Any]  # value, key, callback, timestamp, headers
 
 
+def _stamped_callback(cb: Optional[Callable[..., None]], acked: Callable[[], None]) -> Callable[..., None]:
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            acked()
+        if cb is not None:
+            cb(err, msg)
+    return delivered
+
+
 class _ProducerPort:
     """:class:`~kafka_ordered._ports.ProducerPort` over a confluent ``Producer``."""
 
@@ -66,9 +75,12 @@ class _ProducerPort:
         self.producer = producer
         self.produce = producer.produce
 
-    def send(self, topic: str, partition: Optional[int], item: _Item) -> None:
+    def send(self, topic: str, partition: Optional[int], item: _Item, stamp: Optional[Stamp] = None) -> None:
         value, key, cb, timestamp, headers = item
         p = -1 if partition is None else partition
+        if stamp is not None:
+            headers = with_stamp(headers, stamp.value)
+            cb = _stamped_callback(cb, stamp.acked)
         while True:
             try:
                 self.produce(topic, value, key, p, cb, timestamp=timestamp, headers=headers)
@@ -102,9 +114,12 @@ class OrderedProducer:
 
     Keyed records to a managed topic are partitioned by its current layout.
     At the first keyed send and at every layout change the producer flushes,
-    registers in the layout log and pauses briefly (``settle_ms``) before
-    sending under the new layout; sends made meanwhile (from other threads
-    or delivery callbacks) are buffered in order and counted by ``len()``.
+    registers in the layout log and sends under the new layout at once; its
+    first keyed records to each partition the registration gates carry the
+    ``kafka-ordered.reg`` header (until one of them is acknowledged), which
+    tells consumers to read the registration first. Sends made meanwhile
+    (from other threads or delivery callbacks) are buffered in order and
+    counted by ``len()``.
     A buffered record the client refuses fails alone: its delivery callback
     gets the error (or ``produce`` raises it, for the call that ran the
     switch); the records around it are delivered in order. Unmanaged topics
@@ -126,6 +141,7 @@ class OrderedProducer:
         self._port = _ProducerPort(self._producer)
         self._shared = shared
         self._core = RegisteringCore(self._port, shared, opts)
+        self._core.transactional = bool(conf.get("transactional.id"))
         self._states = self._core.states
         self._raw_produce = self._producer.produce
         self._fast_acquire, self._fast_release = self._core.fast_lock.acquire, self._core.fast_lock.release
@@ -176,11 +192,13 @@ class OrderedProducer:
             self._fast_acquire()  # cheaper than ``with`` (about half, measured)
             try:
                 if st.ready:
-                    if cb is None:
-                        self._raw_produce(topic, value, key, st.fn(key))  # type: ignore[misc]
-                    else:
-                        self._raw_produce(topic, value, key, st.fn(key), cb)  # type: ignore[misc]
-                    return
+                    p = st.fn(key)  # type: ignore[misc]
+                    if p not in st.stamped:  # stamped records take route() (rare: first ones after a switch)
+                        if cb is None:
+                            self._raw_produce(topic, value, key, p)
+                        else:
+                            self._raw_produce(topic, value, key, p, cb)
+                        return
             finally:
                 self._fast_release()
         self._produce_slow(topic, value, key, partition, on_delivery or callback, timestamp, headers)
@@ -254,6 +272,7 @@ class OrderedProducer:
 
     def begin_transaction(self) -> None:
         self._producer.begin_transaction()
+        self._core.begin_transaction()
 
     def send_offsets_to_transaction(self, positions: List[TopicPartition], group_metadata: Any,
                                     timeout: float = -1) -> None:
@@ -261,12 +280,17 @@ class OrderedProducer:
 
     def commit_transaction(self, timeout: float = -1) -> None:
         """Complete pending layout switches (their records belong to this
-        transaction), then ``Producer.commit_transaction``."""
+        transaction), then ``Producer.commit_transaction``. Stamped records of
+        the transaction count as acknowledged once it committed."""
         self._core.finish_switches(None if timeout is None or timeout < 0 else timeout)
         self._producer.commit_transaction(timeout)
+        self._core.end_transaction(committed=True)
 
     def abort_transaction(self, timeout: float = -1) -> None:
+        """``Producer.abort_transaction``; partitions whose stamped records it
+        aborted keep being stamped."""
         self._producer.abort_transaction(timeout)
+        self._core.end_transaction(committed=False)
 
     # -- plain delegations (cannot affect order)
 
@@ -301,6 +325,9 @@ class OrderedProducer:
 
 
 # -- consumer -------------------------------------------------------------------
+
+
+_headers, _partition, _topic = Message.headers, Message.partition, Message.topic
 
 
 def _tp(m: Message) -> TP:
@@ -550,7 +577,7 @@ class OrderedConsumer:
             if raw:
                 i = 0
                 try:
-                    core.ensure_fresh()
+                    core.ensure_fresh(self._runs(raw))
                     watched = core.watched()
                     if not watched:
                         out.extend(raw)
@@ -574,6 +601,55 @@ class OrderedConsumer:
             if out or (deadline is not None and time.monotonic() >= deadline):
                 return out
             core.maintain()
+
+    def _runs(self, raw: List[Message]) -> List[Run]:
+        """What ``raw`` holds per managed partition, for the causal-token rule
+        (:func:`kafka_ordered.tokens.catch_up`); stamps are removed from the
+        records on the way. Per record this costs one C-level pass over the
+        headers and one over the partitions; records carrying headers, and
+        fetches that span several partitions, take the per-record loop."""
+        if not any(map(_headers, raw)):
+            first, last = raw[0], raw[-1]
+            parts = list(map(_partition, raw))
+            if parts.count(parts[0]) == len(parts) and first.error() is None and last.error() is None:
+                topics = list(map(_topic, raw)) if len(self._core.owned_topics()) > 1 else None
+                if topics is None or topics.count(topics[0]) == len(topics):
+                    topic = first.topic()
+                    if not self._core.managed(topic):  # type: ignore[arg-type]
+                        return []
+                    return [Run((topic, parts[0]), first.offset(), last.offset(), len(raw))]  # type: ignore[arg-type]
+        return self._runs_per_record(raw)
+
+    def _runs_per_record(self, raw: List[Message]) -> List[Run]:
+        core = self._core
+        log_id = core.freshness.log_id
+        managed: Dict[str, bool] = {}
+        acc: Dict[TP, List[Any]] = {}
+        for m in raw:
+            if m.error() is not None:
+                continue
+            topic = m.topic()
+            ok = managed.get(topic)  # type: ignore[arg-type]
+            if ok is None:
+                ok = managed[topic] = core.managed(topic)  # type: ignore[index,arg-type]
+            if not ok:
+                continue
+            tp = (topic, m.partition())
+            off = m.offset()
+            stamp = None
+            h = m.headers()
+            if h and has_header(h):
+                stamp = stamp_of(h, log_id)
+                m.set_headers(strip(h))  # type: ignore[arg-type]
+            r = acc.get(tp)  # type: ignore[arg-type]
+            if r is None:
+                acc[tp] = [off, off, 1, stamp]  # type: ignore[index]
+            else:
+                r[1] = off
+                r[2] += 1
+                if stamp is not None and (r[3] is None or stamp > r[3]):
+                    r[3] = stamp
+        return [Run(tp, f, la, n, st) for tp, (f, la, n, st) in acc.items()]
 
     # -- offsets
 

@@ -37,6 +37,7 @@ __all__ = [
     "UnsafeLayoutLogError",
     "CorruptLayoutRecordError",
     "UnsupportedLayoutVersionError",
+    "ProtocolVersionError",
     "ConcurrentLayoutChangeError",
     "HashDetectionError",
     "RegistrationError",
@@ -137,6 +138,23 @@ class UnsupportedLayoutVersionError(LayoutLogError):
         super().__init__(message, code=code)
         self.offset = offset
         self.version = version
+
+
+class ProtocolVersionError(LayoutLogError):
+    """The layout log speaks another version of the ordering protocol than
+    this client, so using it could break ordering without any error.
+
+    Raised for a log written by kafka-ordered clients of protocol 1 (the
+    time-based settle pause; ``protocol`` is ``None``: the log has no
+    protocol-version record) until an operator has stopped those clients and
+    run ``kafka-ordered upgrade-protocol`` (:meth:`LayoutAdmin.upgrade_protocol`),
+    and when a protocol-1 client writes into a log this client started on.
+    Logs of a newer protocol raise :class:`UnsupportedLayoutVersionError`.
+    """
+
+    def __init__(self, message: str, *, protocol: Optional[int] = None, code: Optional[int] = None) -> None:
+        super().__init__(message, code=code)
+        self.protocol = protocol
 
 
 class HashDetectionError(KafkaOrderedError, ValueError):

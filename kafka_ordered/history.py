@@ -21,6 +21,14 @@ epoch wins). It is recorded in :attr:`LayoutHistory.superseded`.
 
 Records with a version newer than :data:`RECORD_VERSION` always raise: a
 newer writer's records cannot be safely ignored.
+
+Protocol: :attr:`LayoutHistory.protocol` is the ordering protocol named by
+the log's protocol record (``None`` before one: a log written by protocol 1
+clients, or an empty one); :meth:`LayoutHistory.protocol_problem` says why a
+client of this version must not use the log. A ``"v": 1`` record after the
+protocol record was written by a protocol 1 client that had not read it yet:
+it is applied and its offset kept in :attr:`LayoutHistory.legacy_after_marker`
+(the reader reports it).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from typing import Dict, List, Optional, Tuple
 from .errors import CorruptLayoutRecordError, UnsupportedLayoutVersionError
 from .layout import Layout
 from .records import (
+    PROTOCOL_VERSION,
     RECORD_VERSION,
     BadRecord,
     CorruptPolicy,
@@ -39,6 +48,7 @@ from .records import (
     LayoutRecord,
     LogProblem,
     NewerRecordVersion,
+    ProtocolRecord,
     Registration,
     RegistrationRecord,
     decode,
@@ -75,6 +85,14 @@ class LayoutHistory:
         self.version = 0
         self.problems: List[LogProblem] = []
         self.superseded: List[LayoutChange] = []
+        #: Ordering protocol of the log (from its protocol record), ``None`` before one.
+        self.protocol: Optional[int] = None
+        #: Offset of the protocol record that set :attr:`protocol`.
+        self.protocol_offset: Optional[int] = None
+        #: ``"v": 1`` records (protocol 1 writers) found after the protocol record.
+        self.legacy_after_marker: List[int] = []
+        #: Valid records applied (any type).
+        self.records = 0
         self._current: Dict[str, Layout] = {}
         self._changes: Dict[str, List[LayoutChange]] = {}
         self._registrations: Dict[str, List[Registration]] = {}
@@ -128,10 +146,33 @@ class LayoutHistory:
 
     def _apply(self, offset: int, value: Optional[bytes], ts: int) -> None:
         rec = decode(value)
+        if isinstance(rec, ProtocolRecord):
+            if rec.protocol > PROTOCOL_VERSION:
+                raise NewerRecordVersion(RECORD_VERSION + rec.protocol - PROTOCOL_VERSION)
+            if self.protocol is None or rec.protocol > self.protocol:
+                self.protocol, self.protocol_offset = rec.protocol, offset
+            self.records += 1
+            return
         if isinstance(rec, LayoutRecord):
             self._apply_layout(offset, rec, ts)
         else:
             self._apply_registration(offset, rec, ts)
+        self.records += 1
+        if rec.version < RECORD_VERSION and self.protocol is not None:
+            self.legacy_after_marker.append(offset)
+
+    def protocol_problem(self) -> Optional[str]:
+        """Why a client of this version must not use the log as read so far,
+        or ``None``: the log is empty or carries this version's protocol record."""
+        if self.protocol is not None or self.next_offset == 0:
+            return None
+        return (
+            "the layout log was written by kafka-ordered clients of protocol 1 (time-based: a settle pause "
+            f"after each registration) and has no protocol-version record; this kafka-ordered speaks protocol "
+            f"{PROTOCOL_VERSION} (causal freshness tokens) and the two must not share a log. Stop every "
+            "producer, consumer and Spark query of older versions, then run `kafka-ordered upgrade-protocol` "
+            "(LayoutAdmin.upgrade_protocol) once, then start the upgraded clients (docs/protocol.md)"
+        )
 
     def _apply_layout(self, offset: int, rec: LayoutRecord, ts: int) -> None:
         layout = rec.layout

@@ -29,14 +29,12 @@ __all__ = [
     "parent_partition",
     "sources",
     "transition_sources",
-    "DEFAULT_SETTLE_MS",
 ]
 
 HashName = Literal["murmur2", "murmur3", "crc32"]
 Strategy = Literal["linear"]
 HASHES: Tuple[str, ...] = ("murmur2", "murmur3", "crc32")
 STRATEGIES: Tuple[str, ...] = ("linear",)
-DEFAULT_SETTLE_MS = 100
 
 KeyLike = Union[bytes, bytearray, memoryview]
 
@@ -173,8 +171,6 @@ class Layout:
     partitions ``partitions .. physical_partitions - 1`` are either
     ``draining`` (removed by a shrink, may still hold unconsumed records) or
     spares (empty or fully consumed, reused by the next expansion).
-    ``settle_ms`` is the pause producers take after registering before they
-    write under a new layout (consumers rely on it for freshness).
     """
 
     topic: str
@@ -185,7 +181,6 @@ class Layout:
     hash: HashName = "murmur2"
     strategy: Strategy = "linear"
     draining: FrozenSet[int] = frozenset()
-    settle_ms: int = DEFAULT_SETTLE_MS
     _fn: Callable[[Any], int] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -206,7 +201,6 @@ class Layout:
                 f"draining partitions {bad} are outside the removed range [{n}, {phys})"
             )
         object.__setattr__(self, "draining", draining)
-        _check_int("settle_ms", self.settle_ms, 0)
         object.__setattr__(self, "_fn", _compile(n0, n, self.hash))
 
     @property
@@ -279,12 +273,12 @@ class Layout:
             "hash": self.hash,
             "strategy": self.strategy,
             "draining": sorted(self.draining),
-            "settle_ms": self.settle_ms,
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Layout":
-        """Inverse of :meth:`to_dict`; raises ``InvalidLayoutError`` on bad fields."""
+        """Inverse of :meth:`to_dict`; raises ``InvalidLayoutError`` on bad fields.
+        (``settle_ms``, written by protocol 1 clients, is ignored.)"""
         try:
             return cls(
                 topic=d["topic"],
@@ -295,7 +289,6 @@ class Layout:
                 hash=d.get("hash", "murmur2"),
                 strategy=d.get("strategy", "linear"),
                 draining=frozenset(d.get("draining", ())),
-                settle_ms=d.get("settle_ms", DEFAULT_SETTLE_MS),
             )
         except KeyError as e:
             raise InvalidLayoutError(f"layout is missing field {e.args[0]!r}") from e

@@ -5,8 +5,10 @@ in :mod:`kafka_ordered.history`).
 :class:`LayoutLog` creates/checks the topic and appends records (one record
 per request, ``acks=all``, idempotent, waiting for the acknowledgement).
 :class:`LayoutFollower` rebuilds the full history and keeps it current from
-a background thread; :meth:`LayoutFollower.sync` guarantees that the view
-includes every record appended before the call.
+a background thread that keeps one long-poll Fetch in flight;
+:meth:`LayoutFollower.sync` guarantees that the view includes every record
+appended before the call, :meth:`LayoutFollower.catch_up_past` that it
+includes a given offset (what a ``kafka-ordered.reg`` stamp names).
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ import uuid
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
-from ._kafka import new_admin, partition_count
+from ._kafka import OffsetReader, new_admin, partition_count
 from .config import DEFAULT_LAYOUT_TOPIC, internal_config
 from .errors import (
     BrokerUnavailableError,
@@ -30,6 +32,7 @@ from .errors import (
     KafkaOrderedError,
     LayoutLogError,
     LayoutLogUnwritableError,
+    ProtocolVersionError,
     UnknownTopicError,
     UnsafeLayoutLogError,
     translate,
@@ -37,12 +40,17 @@ from .errors import (
 from .history import CorruptPolicy, LayoutHistory
 from .metrics import LayoutViewMetrics
 
-__all__ = ["LayoutLog", "LayoutFollower"]
+__all__ = ["LayoutLog", "LayoutFollower", "LONG_POLL_MS"]
 
 log = logging.getLogger("kafka_ordered.layout_log")
 
 _GAP_REREADS = 5
 _GAP_BACKOFF_S = 0.02
+#: How long the follower's Fetch waits at the broker while the log has nothing
+#: new (``fetch.wait.max.ms``): an idle process sends one request per wait.
+LONG_POLL_MS = 5000
+#: How often the follower thread wakes to check for close (no request involved).
+_WAKE_S = 0.25
 
 _LOG_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
 
@@ -139,6 +147,22 @@ class LayoutLog:
         if "retention.ms" not in values:
             log.info("broker does not report retention of %s; assuming it keeps records", self.topic)
 
+    def log_id(self) -> str:
+        """The log's identity in ``kafka-ordered.reg`` stamps: its topic id (a
+        recreated log has another), or ``name=<topic>`` on a broker that has no
+        topic ids (a recreated or mirrored log then looks the same: stamps are
+        only ever caught up on, so that costs reads, not order)."""
+        try:
+            fs = self._admin.describe_topics(TopicCollection([self.topic]), request_timeout=self.timeout)
+            tid = fs[self.topic].result().topic_id
+            text = str(tid) if tid is not None else ""
+        except (KafkaException, AttributeError, TypeError, ValueError) as e:
+            log.info("layout log %s: no topic id from the broker (%s); stamps name the topic", self.topic, e)
+            text = ""
+        if not text or set(text) <= {"A", "="} or ":" in text:  # the all-zero id: no topic ids here
+            return f"name={self.topic}".replace(":", "_")
+        return text
+
     def _get_producer(self) -> Producer:
         if self._producer is None:
             self._producer = Producer(
@@ -153,6 +177,11 @@ class LayoutLog:
                 }
             )
         return self._producer
+
+    @property
+    def connected(self) -> bool:
+        """Whether this writer has its producer (a librdkafka client) open."""
+        return self._producer is not None
 
     def warm_up(self) -> None:
         """Open the connection and acquire the idempotent producer id now, so
@@ -212,12 +241,21 @@ class LayoutLog:
 class LayoutFollower:
     """Reads the whole layout log and keeps following it in the background.
 
-    ``history`` is the current view. :meth:`sync` returns only once the view
-    includes every record appended before the call; :attr:`fresh_as_of` is
-    the monotonic time at which the last completed catch-up began (so the
-    view includes everything appended before it). A follower error (broker
-    down, refused corrupt record) is kept in :attr:`error` and re-raised by
-    :meth:`sync`.
+    ``history`` is the current view. One background thread keeps one Fetch of
+    the log in flight with a long broker-side wait (``long_poll_ms``): an idle
+    log costs one request per long poll, and an append is seen as soon as the
+    broker answers the pending Fetch (Apache Kafka answers it at the append;
+    a broker that does not, such as the embedded Tansu, answers at the end of
+    the wait). :meth:`sync` and :meth:`catch_up_past` do not wait for that:
+    they read what is missing with a short-wait reader (the process's
+    :class:`~kafka_ordered._kafka.OffsetReader`, or one of the follower's
+    own, made on first use). No clock is compared anywhere.
+
+    :attr:`log_id` names the log in the ``kafka-ordered.reg`` stamps (its
+    topic id; the topic name on a broker without topic ids). A refused or
+    unreadable record stops the follower for good (:attr:`fatal`, raised by
+    every later :meth:`sync`); a transient error of the background read is
+    kept in :attr:`error` while it retries.
     """
 
     def __init__(
@@ -225,64 +263,121 @@ class LayoutFollower:
         conn: Mapping[str, Any],
         topic: str = DEFAULT_LAYOUT_TOPIC,
         *,
-        poll_interval_ms: int = 50,
+        long_poll_ms: int = LONG_POLL_MS,
         corrupt_policy: CorruptPolicy = "skip",
         timeout: float = 10.0,
         create: bool = True,
         admin: Optional[AdminClient] = None,
+        reader: Optional[OffsetReader] = None,
     ) -> None:
-        """``admin``: an AdminClient to share (else one of its own)."""
+        """``admin``: an AdminClient to share (else one of its own);
+        ``reader``: the offset reader whose consumer serves catch-up reads
+        (else one of its own, made on first use)."""
+        if long_poll_ms <= 0:
+            raise ValueError("long_poll_ms must be > 0")
         self.topic = topic
         self.timeout = timeout
-        self.poll_interval = poll_interval_ms / 1000.0
+        self.long_poll_ms = long_poll_ms
         self.create = create
         self.history = LayoutHistory(corrupt_policy)
-        self.fresh_as_of = float("-inf")
+        self.log_id = ""
         self.error: Optional[BaseException] = None
         #: A refused or unreadable record: the follower stopped for good.
         self.fatal: Optional[LayoutLogError] = None
+        #: Refuse (as :attr:`fatal`) protocol-1 records appended to a log that had none at start.
+        self.require_protocol = False
         self._last_end: Optional[int] = None
+        self._confirmed_at = float("-inf")
         self._conn = dict(conn)
-        self._consumer: Optional[Consumer] = None
+        self._tail: Optional[Consumer] = None
         self._admin = admin if admin is not None else new_admin(self._conn)
+        self._reader = reader
+        self._own_reader: Optional[OffsetReader] = None
         self._tp = TopicPartition(topic, 0)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one writer of the history at a time
         self._listeners: List[Callable[[], None]] = []
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._reported_legacy = 0
+
+    # -- life cycle
 
     def start(self) -> "LayoutFollower":
         """Check (and create if allowed) the log, read it to its end, and start
         following. Raises :class:`BrokerUnavailableError`, :class:`LayoutLogError`."""
         if self._thread is not None:
             return self
-        LayoutLog(self._conn, self.topic, timeout=self.timeout, admin=self._admin).ensure(create=self.create)
-        self._consumer = Consumer(
+        checker = LayoutLog(self._conn, self.topic, timeout=self.timeout, admin=self._admin)
+        checker.ensure(create=self.create)
+        self.log_id = checker.log_id()
+        self._tail = Consumer(
             {
                 **internal_config(self._conn, "consumer"),
                 "group.id": f"kafka-ordered-follower-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
-                # Long polls answer as soon as a record arrives; a short wait
-                # would only load the broker while the log is idle.
-                "fetch.wait.max.ms": 200,
+                "enable.partition.eof": False,
+                # One Fetch in flight, held by the broker until a record arrives or
+                # the wait ends: an idle log costs one request per wait.
+                "fetch.wait.max.ms": self.long_poll_ms,
                 "log_level": self._conn.get("log_level", 3),
             }
         )
-        self._consumer.assign([TopicPartition(self.topic, 0, 0)])
-        self.sync()
+        self._tail.assign([TopicPartition(self.topic, 0, 0)])
+        self._initial_read(self._tail)
         self._thread = threading.Thread(target=self._run, name=f"kafka-ordered-follower-{self.topic}", daemon=True)
         self._thread.start()
         return self
 
+    def _initial_read(self, c: Consumer) -> None:
+        """Read the log from its start to its end through the tail consumer
+        (the background thread is not running yet)."""
+        deadline = time.monotonic() + self.timeout
+        low, end = self._bounds(self.timeout, earliest=True)
+        if low > 0:
+            raise UnsafeLayoutLogError(
+                f"layout log {self.topic} starts at offset {low}: records were deleted, so the "
+                "history is incomplete. Restore them or start a new layout log."
+            )
+        while True:
+            while self.history.next_offset < end:
+                if time.monotonic() > deadline:
+                    raise BrokerUnavailableError(
+                        f"layout log {self.topic}: read {self.history.next_offset} of {end} records within the timeout"
+                    )
+                msgs = c.consume(500, 0.05)
+                if msgs:
+                    with self._lock:
+                        self._apply_all(msgs, deadline)
+            # A fetch may show a later end than ListOffsets did (brokers that
+            # report the base offset of the last batch).
+            _, fetched = c.get_watermark_offsets(self._tp, cached=True)
+            if fetched is None or fetched <= end:
+                break
+            end = fetched
+        self._last_end = end
+        self._confirmed_at = time.monotonic()
+
     def _run(self) -> None:
-        while not self._stop.wait(self.poll_interval):
+        c = self._tail
+        assert c is not None
+        while not self._stop.is_set():
             try:
-                self._catch_up(self.timeout)
+                msgs = c.consume(500, _WAKE_S)
+                before = self.history.version
+                if msgs:
+                    with self._lock:
+                        self._apply_all(msgs, time.monotonic() + self.timeout)
+                _, hw = c.get_watermark_offsets(self._tp, cached=True)
+                if hw is not None and hw >= 0:
+                    self._last_end = max(self._last_end or 0, hw)
+                    if self.history.next_offset >= hw:
+                        self._confirmed_at = time.monotonic()
                 self.error = None
-            except (CorruptLayoutRecordError, UnsupportedLayoutVersionError) as e:
+                if self.history.version != before:
+                    self._changed()
+            except (CorruptLayoutRecordError, UnsupportedLayoutVersionError, ProtocolVersionError) as e:
                 log.error("layout log follower of %s stopped: %s", self.topic, e)
-                for listener in list(self._listeners):
-                    listener()
+                self._notify()
                 return
             except KafkaOrderedError as e:
                 self.error = e
@@ -293,86 +388,104 @@ class LayoutFollower:
                 log.exception("layout log follower failed (retrying)")
                 self._stop.wait(min(1.0, self.timeout))
 
-    def _catch_up(self, timeout: float) -> None:
-        if self.fatal is not None:
-            raise self.fatal
-        with self._lock:
-            c = self._consumer
-            if c is None:
-                raise LayoutLogError("the layout follower is closed")
-            began = time.monotonic()
-            deadline = began + timeout
-            history = self.history
-            low, end = self._bounds(timeout, earliest=history.next_offset == 0)
-            if low > 0 and history.next_offset < low:
-                raise UnsafeLayoutLogError(
-                    f"layout log {self.topic} starts at offset {low}: records were deleted, so the "
-                    "history is incomplete. Restore them or start a new layout log."
-                )
-            before, problems = history.version, len(history.problems)
-            rereads = 0
-            try:
-                while True:
-                    while history.next_offset < end:
-                        if time.monotonic() > deadline:
-                            raise BrokerUnavailableError(
-                                f"layout log {self.topic}: read {history.next_offset} of {end} records "
-                                "within the timeout"
-                            )
-                        for m in c.consume(500, 0.005):
-                            err = m.error()
-                            if err is not None:
-                                if err.code() != KafkaError._PARTITION_EOF:
-                                    raise translate(KafkaException(err), f"reading layout log {self.topic}")
-                                continue
-                            offset = int(m.offset() or 0)
-                            if offset > history.next_offset:
-                                if rereads < _GAP_REREADS:
-                                    # A broker may hand out a later batch before an earlier
-                                    # one is written (the embedded Tansu does): read again.
-                                    rereads += 1
-                                    log.debug("layout log %s: offset %d after %d, re-reading", self.topic,
-                                              offset, history.next_offset)
-                                    c.seek(TopicPartition(self.topic, 0, history.next_offset))
-                                    time.sleep(_GAP_BACKOFF_S * rereads)
-                                    break
-                                log.warning("layout log %s: offsets %d..%d stayed missing over %d re-reads; "
-                                            "treating the gap as permanent (compaction or transaction markers)",
-                                            self.topic, history.next_offset, offset - 1, rereads)
-                                history.skip_to(offset)
-                            self._apply(m, offset)
-                            rereads = 0
-                    # A fetch may have shown a later end than ListOffsets did (brokers
-                    # that report the base offset of the last batch).
-                    _, fetched_end = c.get_watermark_offsets(self._tp, cached=True)
-                    if fetched_end is None or fetched_end <= end:
-                        break
-                    end = fetched_end
-            finally:
-                for problem in history.problems[problems:]:
-                    log.warning("layout log %s partition 0: skipped the record at offset %d: %s "
-                                "(ordered.layout.corrupt.policy=skip)", self.topic, problem.offset, problem.reason)
-            self.fresh_as_of = began
-            self._last_end = end
-        if history.version != before:
-            for listener in list(self._listeners):
-                listener()
+    # -- applying records (under self._lock)
+
+    def _apply_all(self, msgs: List[Any], deadline: float) -> None:
+        """Apply fetched records in offset order. An offset beyond the next one
+        is suspect (a broker may hand out a later batch before an earlier one
+        is written): the hole is read again before anything after it."""
+        history = self.history
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise translate(KafkaException(err), f"reading layout log {self.topic}")
+            offset = int(m.offset() or 0)
+            if offset < history.next_offset:
+                continue
+            if offset > history.next_offset:
+                self._fill(offset, deadline)
+                if offset < history.next_offset:
+                    continue
+            self._apply(m, offset)
+
+    def _fill(self, target: int, deadline: float) -> None:
+        """Read ``[next_offset, target)`` again with the short-wait reader; a
+        hole that stays after a few re-reads is accepted as permanent
+        (compaction, transaction markers) with a warning."""
+        history = self.history
+        for attempt in range(1, _GAP_REREADS + 1):
+            if history.next_offset >= target:
+                return
+            got, _ = self._reader_for().read_from((self.topic, 0), history.next_offset, upto=target,
+                                                  timeout=max(0.1, deadline - time.monotonic()))
+            progressed = False
+            for m in got:
+                offset = int(m.offset() or 0)
+                if offset == history.next_offset and offset < target:
+                    self._apply(m, offset)
+                    progressed = True
+            if history.next_offset >= target:
+                return
+            if not progressed:
+                log.debug("layout log %s: offsets %d..%d missing, re-reading", self.topic, history.next_offset,
+                          target - 1)
+                time.sleep(_GAP_BACKOFF_S * attempt)
+        log.warning("layout log %s: offsets %d..%d stayed missing over %d re-reads; treating the gap as "
+                    "permanent (compaction or transaction markers)", self.topic, history.next_offset, target - 1,
+                    _GAP_REREADS)
+        history.skip_to(target)
 
     def _apply(self, m: Any, offset: int) -> None:
+        if self.fatal is not None:
+            raise self.fatal
+        history = self.history
+        problems = len(history.problems)
         try:
-            self.history.apply(offset, m.key(), m.value(), m.timestamp()[1])
-            key = m.key()
-            change = self.history.find_change(key.decode("utf-8", "replace"), offset) if key else None
-            if change is not None and self._thread is not None:
-                log.info("layout change observed: %s epoch %d, %d partitions (%s by %s, layout-log offset %d)",
-                         change.layout.topic, change.layout.epoch, change.layout.partitions, change.op,
-                         change.admin_id or "?", offset)
+            history.apply(offset, m.key(), m.value(), m.timestamp()[1])
         except (CorruptLayoutRecordError, UnsupportedLayoutVersionError) as e:
             e.args = (f"layout log {self.topic} partition 0: {e}",)
             self.fatal = e
             raise
+        for problem in history.problems[problems:]:
+            log.warning("layout log %s partition 0: skipped the record at offset %d: %s "
+                        "(ordered.layout.corrupt.policy=skip)", self.topic, problem.offset, problem.reason)
+        for legacy in history.legacy_after_marker[self._reported_legacy:]:
+            log.error("layout log %s offset %d was written by a kafka-ordered client of protocol 1 after the log "
+                      "was upgraded to protocol %d at offset %s: that client does not stamp its records, so "
+                      "ordering across its registration is not guaranteed. Stop or upgrade it.",
+                      self.topic, legacy, history.protocol, history.protocol_offset)
+        self._reported_legacy = len(history.legacy_after_marker)
+        if self.require_protocol and self._thread is not None and history.protocol_problem() is not None:
+            self.fatal = ProtocolVersionError(
+                f"layout log {self.topic}: a kafka-ordered client of protocol 1 appended the record at offset "
+                f"{offset} to a log this client started on; {history.protocol_problem()}", protocol=None)
+            raise self.fatal
+        key = m.key()
+        change = history.find_change(key.decode("utf-8", "replace"), offset) if key else None
+        if change is not None and self._thread is not None:
+            log.info("layout change observed: %s epoch %d, %d partitions (%s by %s, layout-log offset %d)",
+                     change.layout.topic, change.layout.epoch, change.layout.partitions, change.op,
+                     change.admin_id or "?", offset)
 
-    def _bounds(self, timeout: float, earliest: bool) -> Tuple[int, int]:
+    def _reader_for(self) -> OffsetReader:
+        if self._reader is not None:
+            return self._reader
+        if self._own_reader is None:
+            self._own_reader = OffsetReader(self._conn, self.timeout, admin=self._admin)
+        return self._own_reader
+
+    def _changed(self) -> None:
+        for listener in list(self._listeners):
+            listener()
+
+    def _notify(self) -> None:
+        self._changed()
+
+    # -- reading on demand
+
+    def _bounds(self, timeout: float, earliest: bool = False) -> Tuple[int, int]:
         """(log start or 0, log end) of the layout log. Asked on the admin
         client's own connection: behind the follower's long-poll fetch, a
         broker answers only when that fetch completes."""
@@ -387,28 +500,75 @@ class LayoutFollower:
             raise translate(e, f"reading the end of layout log {self.topic}") from e
         return low, end
 
+    def _read_to(self, target: int, timeout: float) -> None:
+        """Make the view include every offset below ``target`` (a read sent now)."""
+        if self.fatal is not None:
+            raise self.fatal
+        if self.history.next_offset >= target:
+            return
+        deadline = time.monotonic() + timeout
+        before = self.history.version
+        try:
+            with self._lock:
+                history = self.history
+                while history.next_offset < target:
+                    if time.monotonic() > deadline:
+                        raise BrokerUnavailableError(
+                            f"layout log {self.topic}: read {history.next_offset} of {target} records within the "
+                            "timeout"
+                        )
+                    got, hw = self._reader_for().read_from((self.topic, 0), history.next_offset,
+                                                           timeout=max(0.1, deadline - time.monotonic()))
+                    self._apply_all(got, deadline)
+                    # A broker's ListOffsets may be low (the embedded Tansu after a
+                    # multi-record batch): what the read showed counts too.
+                    self._last_end = max(self._last_end or 0, hw, target)
+                    if not got and history.next_offset < target:
+                        time.sleep(_GAP_BACKOFF_S)
+        finally:
+            if self.history.version != before:
+                self._changed()
+
     def sync(self, timeout: Optional[float] = None) -> LayoutHistory:
-        """Catch up with every record appended before this call; returns the history.
+        """Catch up with every record appended before this call (its end
+        offset is read now, then what is missing is read); returns the history.
 
         Raises :class:`BrokerUnavailableError` when the log cannot be read in
         time, and the follower's fatal error (:class:`CorruptLayoutRecordError`
-        under the ``refuse`` policy, :class:`UnsupportedLayoutVersionError`)
-        once it has stopped."""
+        under the ``refuse`` policy, :class:`UnsupportedLayoutVersionError`,
+        :class:`ProtocolVersionError`) once it has stopped."""
+        if self.fatal is not None:
+            raise self.fatal
         called = time.monotonic()
-        self._catch_up(timeout or self.timeout)
-        assert self.fresh_as_of >= called
+        timeout = timeout or self.timeout
+        _, end = self._bounds(timeout)
+        self._read_to(end, timeout)
+        self._last_end = max(self._last_end or 0, end)
+        self._confirmed_at = max(self._confirmed_at, called)
         return self.history
 
-    def fresh_within(self, seconds: float) -> bool:
-        """Whether the view includes every record appended up to ``seconds``
-        before now (the consumers' freshness rule). Never after a fatal error."""
-        return self.fatal is None and time.monotonic() - self.fresh_as_of < seconds
+    def catch_up_past(self, offset: int, timeout: Optional[float] = None) -> LayoutHistory:
+        """Make the view include layout-log ``offset`` (a registration a stamp
+        names): nothing to do when it does; else what is missing is read now.
+        Raises as :meth:`sync`."""
+        self._read_to(offset + 1, timeout or self.timeout)
+        return self.history
 
     def view_metrics(self) -> LayoutViewMetrics:
-        """How current the view is (no request: from the last catch-up)."""
+        """How current the view is (no request: from the last read).
+        ``age_s`` is the time since the view was last known to be complete
+        (a catch-up reached the end, or the background read found itself at
+        the end shown by its last fetch response)."""
         nxt = self.history.next_offset
         end = self._last_end
-        return LayoutViewMetrics(self.topic, nxt, end, max(0, (end or 0) - nxt), time.monotonic() - self.fresh_as_of)
+        return LayoutViewMetrics(self.topic, nxt, end, max(0, (end or 0) - nxt), time.monotonic() - self._confirmed_at)
+
+    @property
+    def clients(self) -> int:
+        """librdkafka client instances this follower has open of its own
+        (its tail consumer, and its own reader's consumer if made)."""
+        own = self._own_reader.clients if self._own_reader is not None else 0
+        return (1 if self._tail is not None else 0) + own
 
     def add_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` (on the thread that read them) after new records
@@ -427,10 +587,12 @@ class LayoutFollower:
         t, self._thread = self._thread, None
         if t is not None:
             t.join(timeout=self.timeout)
-        with self._lock:
-            c, self._consumer = self._consumer, None
+        c, self._tail = self._tail, None
         if c is not None:
             c.close()
+        r, self._own_reader = self._own_reader, None
+        if r is not None:
+            r.close()
         self._admin = None  # type: ignore[assignment]  # a live client keeps reconnecting
 
     def __enter__(self) -> "LayoutFollower":

@@ -1,8 +1,17 @@
 """The layout-log record types and their codec, in one place (pure, no I/O).
 
 Each record of the layout log is a UTF-8 JSON object with a format version
-``"v"`` and a ``"type"``: ``"layout"`` (an admin's layout change) or
-``"registration"`` (a producer's switch to a layout, with its gates).
+``"v"`` and a ``"type"``: ``"layout"`` (an admin's layout change),
+``"registration"`` (a producer's switch to a layout, with its gates) or
+``"protocol"`` (the version of the ordering protocol the log's clients speak
+from that record on).
+
+Versions: protocol 1 clients (time-based freshness: a settle pause after each
+registration) wrote ``"v": 1`` and refuse any newer record. Protocol 2
+clients (causal freshness tokens, :mod:`kafka_ordered.tokens`) write
+``"v": 2``; the first record they write to a log is a protocol record, so a
+protocol 1 client stops there with its "upgrade" error. They still read the
+``"v": 1`` layout and registration records that precede it.
 :func:`decode` checks the *shape* of a record; what a record means for the
 topic's history (epoch order, known topics) is checked by
 :class:`kafka_ordered.history.LayoutHistory`.
@@ -19,6 +28,8 @@ from .layout import Layout
 
 __all__ = [
     "RECORD_VERSION",
+    "PROTOCOL_VERSION",
+    "PROTOCOL_KEY",
     "CorruptPolicy",
     "LayoutOp",
     "Gate",
@@ -27,14 +38,21 @@ __all__ = [
     "LogProblem",
     "LayoutRecord",
     "RegistrationRecord",
+    "ProtocolRecord",
     "BadRecord",
     "NewerRecordVersion",
     "encode_layout",
     "encode_registration",
+    "encode_protocol",
     "decode",
 ]
 
-RECORD_VERSION = 1
+#: The record format this version writes (it also reads ``"v": 1`` records).
+RECORD_VERSION = 2
+#: The ordering protocol this version speaks (1: settle pause, 2: causal tokens).
+PROTOCOL_VERSION = 2
+#: Key of protocol records (not a managed topic's name in practice; harmless if it were).
+PROTOCOL_KEY = b"kafka-ordered.protocol"
 CorruptPolicy = Literal["skip", "refuse"]
 LayoutOp = Literal["create", "adopt", "expand", "shrink", "retire"]
 _OPS = ("create", "adopt", "expand", "shrink", "retire")
@@ -95,6 +113,7 @@ class LayoutRecord:
     op: str
     admin_id: str
     layout: Layout
+    version: int = RECORD_VERSION
 
 
 @dataclass(frozen=True)
@@ -108,6 +127,14 @@ class RegistrationRecord:
     epoch: int
     from_epoch: int
     gates: Mapping[int, Tuple[int, Mapping[int, int]]]
+    version: int = RECORD_VERSION
+
+
+@dataclass(frozen=True)
+class ProtocolRecord:
+    """From this record on, the log's clients speak ordering protocol ``protocol``."""
+
+    protocol: int
 
 
 class BadRecord(Exception):
@@ -161,6 +188,11 @@ def encode_registration(
     return topic.encode(), _dumps(body)
 
 
+def encode_protocol(protocol: int = PROTOCOL_VERSION) -> Tuple[bytes, bytes]:
+    """Key and value of the protocol-version record."""
+    return PROTOCOL_KEY, _dumps({"v": RECORD_VERSION, "type": "protocol", "protocol": int(protocol)})
+
+
 def _int(d: Mapping[str, Any], name: str, minimum: int = 0) -> int:
     v = d.get(name)
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
@@ -175,7 +207,7 @@ def _partition(s: Any, what: str) -> int:
         raise BadRecord(f"{what} partition {s!r} is not an int") from None
 
 
-def decode(value: Optional[bytes]) -> Union[LayoutRecord, RegistrationRecord]:
+def decode(value: Optional[bytes]) -> Union[LayoutRecord, RegistrationRecord, ProtocolRecord]:
     """Decode one record value.
 
     Raises :class:`NewerRecordVersion` for a format this version does not
@@ -193,9 +225,13 @@ def decode(value: Optional[bytes]) -> Union[LayoutRecord, RegistrationRecord]:
     v = d.get("v")
     if isinstance(v, int) and not isinstance(v, bool) and v > RECORD_VERSION:
         raise NewerRecordVersion(v)
-    if v != RECORD_VERSION:
+    if v not in (1, RECORD_VERSION) or isinstance(v, bool):
         raise BadRecord(f"unsupported record version {v!r}")
     kind = d.get("type")
+    if kind == "protocol":
+        if v < 2:
+            raise BadRecord("a protocol record must have version >= 2")
+        return ProtocolRecord(_int(d, "protocol", 1))
     if kind == "layout":
         raw = d.get("layout")
         op = d.get("op")
@@ -205,7 +241,7 @@ def decode(value: Optional[bytes]) -> Union[LayoutRecord, RegistrationRecord]:
             layout = Layout.from_dict(raw)
         except InvalidLayoutError as e:
             raise BadRecord(f"invalid layout: {e}") from None
-        return LayoutRecord(str(op), str(d.get("admin", "")), layout)
+        return LayoutRecord(str(op), str(d.get("admin", "")), layout, v)
     if kind == "registration":
         topic = d.get("topic")
         producer = d.get("producer")
@@ -229,5 +265,5 @@ def decode(value: Optional[bytes]) -> Union[LayoutRecord, RegistrationRecord]:
                     raise BadRecord(f"wait offset for partition {q} must be an int >= 0")
                 wait[q] = w
             gates[p] = (start, wait)
-        return RegistrationRecord(topic, producer, bool(d.get("stable", False)), epoch, from_epoch, gates)
+        return RegistrationRecord(topic, producer, bool(d.get("stable", False)), epoch, from_epoch, gates, v)
     raise BadRecord(f"unknown record type {kind!r}")

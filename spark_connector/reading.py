@@ -32,11 +32,13 @@ except ImportError as _e:  # pragma: no cover - depends on the installation
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kafka_ordered.errors import KafkaOrderedError
+from kafka_ordered.tokens import has_header, stamp_of, strip
 
 __all__ = [
     "KafkaRange",
     "read_range",
     "DataLossError",
+    "StaleLayoutViewError",
     "reader_config",
     "ROWS_PER_BATCH",
     "ConsumerPool",
@@ -61,6 +63,13 @@ ROWS_PER_BATCH = 20_000
 _CONSUME_BATCH = 5_000
 
 
+class StaleLayoutViewError(KafkaOrderedError):
+    """A record in a planned range is stamped with a layout-log registration
+    the planner's view did not include (a protocol violation: planning reads
+    data end offsets before the layout log, so this cannot happen with
+    protocol 2 producers)."""
+
+
 class DataLossError(KafkaOrderedError):
     """Records the query has not read yet are gone (retention, topic
     recreated); raised when ``failOnDataLoss`` is true (the default)."""
@@ -68,12 +77,20 @@ class DataLossError(KafkaOrderedError):
 
 @dataclass(frozen=True)
 class KafkaRange:
-    """Offsets ``[start, end)`` of one topic partition (picklable)."""
+    """Offsets ``[start, end)`` of one topic partition (picklable).
+
+    ``log_id``/``view_end``: the layout log (its id in ``kafka-ordered.reg``
+    stamps) and the offset the planner's view of it reached; a stamp in the
+    range naming that log at or past ``view_end`` means the planning missed a
+    registration, and the read fails (:class:`StaleLayoutViewError`) rather
+    than deliver out of order. Empty ``log_id``: no check (batch reads)."""
 
     topic: str
     partition: int
     start: int
     end: int
+    log_id: str = ""
+    view_end: int = 0
 
 
 def reader_config(
@@ -377,8 +394,18 @@ def _read(
             tt, tv = m.timestamp()
             ts.append(tv)
             ts_types.append(tt)
+            h = m.headers()
+            if h and has_header(h):
+                # The causal-token stamp never reaches the application.
+                if rng.log_id:
+                    stamp = stamp_of(h, rng.log_id)
+                    if stamp is not None and stamp >= rng.view_end:
+                        raise StaleLayoutViewError(
+                            f"{topic}[{partition}] offset {off} is stamped with layout-log registration {stamp}, "
+                            f"beyond the planning's view ({rng.view_end}): refusing to deliver it out of order"
+                        )
+                h = strip(h)
             if include_headers:
-                h = m.headers()
                 headers.append(None if not h else [{"key": k, "value": v} for k, v in h])  # type: ignore[str-unpack]
             pos = off + 1
         if len(offsets) >= rows_per_batch:

@@ -75,6 +75,7 @@ from kafka_ordered.errors import (
     ConfigError,
     KafkaOrderedError,
     LayoutLogError,
+    ProtocolVersionError,
     TopicNotManagedError,
     UnknownTopicError,
 )
@@ -221,18 +222,27 @@ class _Runtime:
         # been seen without a layout (grace for later subscribePattern matches).
         self._initial_topics: Optional[Set[str]] = None
         self._unmanaged_since: Dict[str, float] = {}
+        #: The layout-log offset the last planning's view reached (every stamp
+        #: in a planned range must name an offset below it).
+        self.view_end = 0
+        self.offsets = OffsetReader(self.conn, self.timeout)
         self.follower = LayoutFollower(
             self.link,
             opts.layout_topic,
-            poll_interval_ms=1000,
             corrupt_policy=opts.corrupt_policy,  # type: ignore[arg-type]
             timeout=self.timeout,
             create=False,
+            reader=self.offsets,
         )
         try:
             self.follower.start()
+            problem = self.follower.history.protocol_problem()
+            if problem is not None:
+                raise ProtocolVersionError(f"layout log {opts.layout_topic}: {problem}", protocol=None)
+            self.follower.require_protocol = True
         except UnknownTopicError as e:
             self.follower.close()
+            self.offsets.close()
             raise LayoutTopicNotFoundError(
                 f"option ordered.layout.topic={opts.layout_topic!r}: the layout log topic {opts.layout_topic} does "
                 f"not exist (bootstrap {self.conn.get('bootstrap.servers')}). The kafka_ordered source never "
@@ -242,8 +252,8 @@ class _Runtime:
             ) from e
         except BaseException:
             self.follower.close()
+            self.offsets.close()
             raise
-        self.offsets = OffsetReader(self.conn, self.timeout)
         try:
             self.admin = AdminClient({"log_level": 3, **internal_config(self.conn, "producer")})
             self.offsets.warm_up()  # else the first end-offset read waits ~0.5 s for metadata
@@ -342,9 +352,8 @@ class _Runtime:
         (steady state) no further round trip is needed."""
         ltp = (self.opts.layout_topic, 0)
         end = self.offsets.end_offsets([ltp])[ltp]
-        history = self.follower.history
-        if history.next_offset < end:
-            history = self.follower.sync()
+        history = self.follower.catch_up_past(end - 1) if end > 0 else self.follower.history
+        self.view_end = max(self.view_end, history.next_offset)
         return {t: history.gates(t) for t in topics if history.current(t) is not None}
 
     # -- offsets
@@ -453,9 +462,12 @@ class _Runtime:
             self._ts_consumer = None
 
 
-def _plan_partitions(opts: SourceOptions, ranges: Mapping[TP, Tuple[int, int]]) -> List["KafkaInputPartition"]:
+def _plan_partitions(opts: SourceOptions, ranges: Mapping[TP, Tuple[int, int]], log_id: str = "",
+                     view_end: int = 0) -> List["KafkaInputPartition"]:
     """One input partition per non-empty range, split by maxRecordsPerPartition
-    and minPartitions like the built-in source."""
+    and minPartitions like the built-in source. ``log_id``/``view_end``: the
+    layout log and how far the planning's view reached (readers check that
+    every stamp in the range names an offset below it)."""
     sizes = {tp: e - s for tp, (s, e) in ranges.items() if e > s}
     total = sum(sizes.values())
     out: List[KafkaInputPartition] = []
@@ -467,7 +479,7 @@ def _plan_partitions(opts: SourceOptions, ranges: Mapping[TP, Tuple[int, int]]) 
         if opts.min_partitions and len(sizes) < opts.min_partitions:
             pieces = max(pieces, math.ceil(opts.min_partitions * sizes[tp] / total))
         for lo, hi in split_range(s, e, pieces):
-            out.append(KafkaInputPartition(KafkaRange(tp[0], tp[1], lo, hi)))
+            out.append(KafkaInputPartition(KafkaRange(tp[0], tp[1], lo, hi, log_id, view_end)))
     return out
 
 
@@ -636,7 +648,9 @@ class KafkaOrderedStreamReader(_Reading, DataSourceStreamReader, SupportsTrigger
                     raise DataLossError(f"{tp[0]}[{tp[1]}]: batch end {e} is below its start {s}")
                 continue
             ranges[tp] = (s, e)
-        return _plan_partitions(self.opts, ranges)
+        rt = self._runtime()
+        view_end = max(rt.view_end, rt.follower.history.next_offset)
+        return _plan_partitions(self.opts, ranges, rt.follower.log_id if self.opts.gating else "", view_end)
 
     def commit(self, end: dict) -> None:
         # Spark has processed everything up to ``end``; planning relies on the

@@ -28,6 +28,7 @@ from ..errors import (
     ConcurrentLayoutChangeError,
     HashDetectionError,
     KafkaOrderedError,
+    ProtocolVersionError,
     TopicAlreadyManagedError,
     TopicNotManagedError,
     UnknownTopicError,
@@ -35,7 +36,8 @@ from ..errors import (
     translate,
 )
 from ..history import Gate, LayoutHistory, Registration, encode_layout
-from ..layout import DEFAULT_SETTLE_MS, HashName, Layout, matching_hashes
+from ..records import PROTOCOL_VERSION, encode_protocol
+from ..layout import HashName, Layout, matching_hashes
 from ..placement import HealPlan, MinRequiredReplicationFactor, PartitionLimits, PlacementPlan
 from . import _cluster
 from ._replicas import ReplicaPlacement
@@ -64,7 +66,6 @@ _ADMIN_OPTIONS = (
     "ordered.layout.topic",
     "ordered.layout.corrupt.policy",
     "ordered.metadata.timeout.ms",
-    "ordered.follower.poll.interval.ms",
 )
 
 
@@ -103,8 +104,8 @@ class LayoutAdmin:
             rest,
             self.layout_topic,
             corrupt_policy=opts["ordered.layout.corrupt.policy"],
-            poll_interval_ms=opts["ordered.follower.poll.interval.ms"],
             timeout=self.timeout,
+            require_protocol=False,  # upgrade_protocol() is how a protocol-1 log moves on
         )
         self._admin = self._shared.admin
         self._follower = self._shared.follower
@@ -142,7 +143,47 @@ class LayoutAdmin:
 
     # -- changing
 
+    def _ensure_protocol(self) -> None:
+        """Before the first layout record: a log without a protocol record gets
+        one when it is empty; a protocol-1 log is refused (see :meth:`upgrade_protocol`)."""
+        history = self._follower.history
+        if history.protocol is not None:
+            return
+        history = self._follower.sync()
+        problem = history.protocol_problem()
+        if problem is not None:
+            raise ProtocolVersionError(f"layout log {self.layout_topic}: {problem}", protocol=None)
+        if history.protocol is None:
+            self._shared.writer.append(*encode_protocol())
+            self._follower.sync()
+
+    def upgrade_protocol(self) -> Optional[int]:
+        """Move a layout log written by protocol 1 clients (time-based settle
+        pause) to this version's protocol (causal freshness tokens) by
+        appending the protocol-version record; returns its offset, or
+        ``None`` when the log already has one.
+
+        Only after every producer, consumer and Spark query of an older
+        kafka-ordered version has been stopped (docs/protocol.md): the record
+        stops any that still run (they raise their "upgrade" error), and
+        upgraded clients refuse the log until it is there. Nothing else in
+        the log changes: gates registered before it still apply."""
+        history = self._follower.sync()
+        if history.protocol is not None:
+            return None
+        offset = self._shared.writer.append(*encode_protocol())
+        self._follower.sync()
+        log.info("layout log %s upgraded to ordering protocol %d at offset %d", self.layout_topic,
+                 PROTOCOL_VERSION, offset)
+        return offset
+
+    @property
+    def protocol(self) -> Optional[int]:
+        """The ordering protocol the layout log carries (``None``: protocol 1, or empty)."""
+        return self.sync().protocol
+
     def _append(self, layout: Layout, op: str) -> Layout:
+        self._ensure_protocol()
         offset = self._shared.writer.append(*encode_layout(layout, op, self.admin_id))
         history = self._follower.sync()
         if history.find_change(layout.topic, offset) is None:
@@ -162,7 +203,6 @@ class LayoutAdmin:
         replication_factor: int = -1,
         *,
         hash: HashName = "murmur2",
-        settle_ms: int = DEFAULT_SETTLE_MS,
         config: Optional[Mapping[str, str]] = None,
         max_partitions: Optional[PartitionLimits] = None,
         min_required_replication_factor: Optional[MinRequiredReplicationFactor] = None,
@@ -193,7 +233,7 @@ class LayoutAdmin:
         """
         layout = Layout(topic, 1, initial_partitions, initial_partitions,
                         physical_partitions if physical_partitions is not None else initial_partitions,
-                        hash=hash, settle_ms=settle_ms)
+                        hash=hash)
         if self.sync().current(topic) is not None:
             raise TopicAlreadyManagedError(f"topic {topic} is already managed")
         state = self._replicas.cluster_state()
@@ -227,12 +267,12 @@ class LayoutAdmin:
         self._placed(plan)
         return self._append(layout, "create")
 
-    def adopt(self, topic: str, *, hash: Optional[HashName] = None, settle_ms: int = DEFAULT_SETTLE_MS) -> Layout:
+    def adopt(self, topic: str, *, hash: Optional[HashName] = None) -> Layout:
         """Put an existing topic under management with ``initial = current
         partition count``, without moving a key; see :meth:`adopt_with_report`."""
-        return self.adopt_with_report(topic, hash=hash, settle_ms=settle_ms).layout
+        return self.adopt_with_report(topic, hash=hash).layout
 
-    def adopt_with_report(self, topic: str, *, hash: Optional[HashName] = None, settle_ms: int = DEFAULT_SETTLE_MS,
+    def adopt_with_report(self, topic: str, *, hash: Optional[HashName] = None,
                           sample: int = ADOPT_SAMPLE) -> AdoptResult:
         """:meth:`adopt`, returning what hash was used and from how many records.
 
@@ -270,7 +310,7 @@ class LayoutAdmin:
             hash = fits[0]  # type: ignore[assignment]
             log.info("adopting %s: hash %s detected from %d keyed records", topic, hash, records)
         assert hash is not None
-        lay = self._append(Layout(topic, 1, count, count, count, hash=hash, settle_ms=settle_ms), "adopt")
+        lay = self._append(Layout(topic, 1, count, count, count, hash=hash), "adopt")
         return AdoptResult(lay, str(hash), detected, records)
 
     def expand(

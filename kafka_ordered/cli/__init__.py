@@ -113,7 +113,7 @@ def _failed_elections(elections: Mapping[str, Mapping[str, Any]]) -> List[str]:
 def cmd_create(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         lay = admin.create_topic(args.topic, args.partitions, args.physical, args.replication_factor,
-                                 hash=args.hash, settle_ms=args.settle_ms, **_placement(args))
+                                 hash=args.hash, **_placement(args))
         placed = admin.last_placement
     data = {**lay.to_dict(), "placement": placed.to_dict() if placed is not None else None}
     _emit(args, data, lambda: _render.created_text(lay, placed, args.topic))
@@ -122,7 +122,7 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 def cmd_adopt(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
-        res = admin.adopt_with_report(args.topic, hash=args.hash, settle_ms=args.settle_ms)
+        res = admin.adopt_with_report(args.topic, hash=args.hash)
     _emit(args, res.to_dict(), lambda: _render.adopted_text(res))
     return 0
 
@@ -298,7 +298,6 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--physical", type=int, help="physical partitions to create (spares for later expansion)")
     sp.add_argument("--replication-factor", "-r", type=int, default=-1, help="default: broker default")
     sp.add_argument("--hash", choices=["murmur2", "murmur3", "crc32"], default="murmur2")
-    sp.add_argument("--settle-ms", type=int, default=100, help="producer pause after registering")
     placement(sp)
 
     sp = add("adopt", cmd_adopt, "put an existing topic under management (no key moves)")
@@ -306,7 +305,6 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--hash", choices=["murmur2", "murmur3", "crc32"], default=None,
                     help="default: detected from the topic's keyed records (murmur2: Java clients/librdkafka "
                          "murmur2_random; crc32: librdkafka default consistent_random)")
-    sp.add_argument("--settle-ms", type=int, default=100)
 
     sp = add("expand", cmd_expand, "grow the undeleted partition count")
     sp.add_argument("topic")

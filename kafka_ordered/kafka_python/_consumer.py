@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Type
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Type
 
 from kafka import KafkaConsumer
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener, ConsumerRebalanceListener
@@ -22,6 +22,7 @@ from ..gates import GateStatus, reset_policy
 from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
 from ..metrics import ConsumerMetrics
+from ..tokens import Run, has_header, stamp_of, strip
 from ._compat import call_listener, dotted, off_loop, resume_discarding_parked, subscription_positions
 
 __all__ = ["OrderedKafkaConsumer"]
@@ -128,7 +129,6 @@ class OrderedKafkaConsumer:
         self._group_id = str(conf["group_id"])
         shared = _log.acquire(conn, opts["ordered.layout.topic"],
                               corrupt_policy=opts["ordered.layout.corrupt.policy"],
-                              poll_interval_ms=opts["ordered.follower.poll.interval.ms"],
                               timeout=opts["ordered.metadata.timeout.ms"] / 1000.0)
         self._shared = shared
         strategies = conf.get("partition_assignment_strategy") or [OrderedAssignor]
@@ -304,7 +304,8 @@ class OrderedKafkaConsumer:
         then count exactly the returned records (held ones are sought back)."""
         core = self._core
         try:
-            core.ensure_fresh()
+            raw, runs = self._scan(raw)
+            core.ensure_fresh(runs)
             watched = core.watched()
             for tp, recs in raw.items():
                 if not recs:
@@ -326,6 +327,32 @@ class OrderedKafkaConsumer:
                 out.pop(tp, None)
             core.rewind({(tp.topic, tp.partition): recs[0].offset for tp, recs in raw.items() if recs})
             raise
+
+    def _scan(self, raw: Mapping[TopicPartition, List[Any]]) -> Tuple[Dict[TopicPartition, List[Any]], List[Run]]:
+        """What each managed partition of a fetch holds, for the causal-token
+        rule (kafka-python groups records by partition, in offset order), and
+        the fetch with the ``kafka-ordered.reg`` stamp removed from the records
+        of managed topics (the application never sees it)."""
+        core = self._core
+        out: Dict[TopicPartition, List[Any]] = {}
+        runs: List[Run] = []
+        for tp, recs in raw.items():
+            if recs and core.managed(tp.topic):
+                newest: Optional[int] = None
+                if any(r.headers for r in recs):
+                    log_id = core.freshness.log_id
+                    kept = []
+                    for r in recs:
+                        if r.headers and has_header(r.headers):
+                            got = stamp_of(r.headers, log_id)
+                            if got is not None and (newest is None or got > newest):
+                                newest = got
+                            r = r._replace(headers=strip(r.headers) or [])
+                        kept.append(r)
+                    recs = kept
+                runs.append(Run((tp.topic, tp.partition), recs[0].offset, recs[-1].offset, len(recs), newest))
+            out[tp] = recs
+        return out, runs
 
     def __iter__(self) -> "OrderedKafkaConsumer":
         return self

@@ -13,12 +13,14 @@ from kafka.errors import IllegalStateError, KafkaTimeoutError
 from kafka.future import Future
 
 from .. import _log
+from .._ports import Stamp
 from .._registering import RegisteringCore, RegistrationRecord, TopicState
 from ..config import PRODUCER_OPTIONS, forced, kafka_python_connection_config, split_config
 from ..errors import PartitionOverrideError
 from ..history import LayoutHistory
 from ..layout import _as_bytes
 from ..metrics import ProducerMetrics
+from ..tokens import with_stamp
 from ._compat import dotted, serializer
 
 __all__ = ["OrderedKafkaProducer", "BufferedRecordFuture"]
@@ -79,9 +81,13 @@ class _ProducerPort:
         self.producer = producer
         self.lock = lock
 
-    def send(self, topic: str, partition: Optional[int], item: _Pending) -> Future:
-        fut = self.producer.send(topic, value=item.value, key=item.key, headers=item.headers,
+    def send(self, topic: str, partition: Optional[int], item: _Pending, stamp: Optional[Stamp] = None) -> Future:
+        headers = item.headers if stamp is None else with_stamp(item.headers, stamp.value)
+        fut = self.producer.send(topic, value=item.value, key=item.key, headers=headers,
                                  partition=partition, timestamp_ms=item.timestamp_ms)
+        if stamp is not None:
+            acked = stamp.acked
+            fut.add_callback(lambda _md: acked())
         item.sent = fut
         if item.proxy is not None:
             fut.add_callback(item.proxy.success)
@@ -133,7 +139,6 @@ class OrderedKafkaProducer:
         self._max_block_s = float(conf.get("max_block_ms", 60000)) / 1000.0
         shared = _log.acquire(kafka_python_connection_config(conf), opts["ordered.layout.topic"],
                               corrupt_policy=opts["ordered.layout.corrupt.policy"],
-                              poll_interval_ms=opts["ordered.follower.poll.interval.ms"],
                               timeout=opts["ordered.metadata.timeout.ms"] / 1000.0)
         try:
             self._producer = KafkaProducer(**conf)
@@ -144,6 +149,7 @@ class OrderedKafkaProducer:
         self._port = _ProducerPort(self._producer, lock)
         self._shared = shared
         self._core = RegisteringCore(self._port, shared, opts)
+        self._core.transactional = bool(conf.get("transactional_id"))
         self._port.lock = self._core.lock
         self._core.run_switch = self._switch
         self._sender_thread = getattr(self._producer, "_sender", None)
@@ -299,18 +305,24 @@ class OrderedKafkaProducer:
 
     def begin_transaction(self) -> None:
         self._producer.begin_transaction()
+        self._core.begin_transaction()
 
     def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_metadata: Any) -> None:
         self._producer.send_offsets_to_transaction(offsets, group_metadata)
 
     def commit_transaction(self) -> None:
         """Complete pending layout switches (their records belong to this
-        transaction), then ``KafkaProducer.commit_transaction``."""
+        transaction), then ``KafkaProducer.commit_transaction``. Stamped
+        records of the transaction count as acknowledged once it committed."""
         self._core.finish_switches(None)
         self._producer.commit_transaction()
+        self._core.end_transaction(committed=True)
 
     def abort_transaction(self) -> None:
+        """``KafkaProducer.abort_transaction``; partitions whose stamped records
+        it aborted keep being stamped."""
         self._producer.abort_transaction()
+        self._core.end_transaction(committed=False)
 
     def partitions_for(self, topic: str) -> Set[int]:
         return self._producer.partitions_for(topic)

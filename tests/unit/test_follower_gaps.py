@@ -1,9 +1,9 @@
 """The layout-log follower treats an offset jump as suspect (issue 10, item 0).
 
-A scripted consumer stands in for the broker: it first hands out offsets
+A scripted reader stands in for the broker: it first hands out offsets
 0 and 2 (offset 1 reserved but not yet written, as the embedded broker does),
-then, after the follower seeks back, 1 and 2. The old follower applied 0 and
-2 and never saw 1.
+then, when the follower reads again from 1, 1 and 2. The old follower
+applied 0 and 2 and never saw 1.
 """
 
 from __future__ import annotations
@@ -37,36 +37,30 @@ class _Msg:
         return (1, 0)
 
 
-class _ScriptedConsumer:
-    """Serves ``log`` from the position, hiding ``hidden`` offsets for the first ``hide_reads`` reads."""
+class _ScriptedReader:
+    """Serves ``log`` from the asked offset, hiding ``hidden`` offsets for the first ``hide_reads`` reads."""
+
+    clients = 0
 
     def __init__(self, log: List[bytes], hidden: set, hide_reads: int) -> None:
         self.log, self.hidden, self.hide_reads = log, hidden, hide_reads
-        self.position = 0
-        self.seeks: List[int] = []
+        self.reads: List[int] = []
 
-    def consume(self, num: int, timeout: float) -> List[_Msg]:
-        out = [_Msg(o, self.log[o]) for o in range(self.position, len(self.log))
+    def read_from(self, tp: Any, offset: int, upto: Optional[int] = None,
+                  timeout: Optional[float] = None) -> Tuple[List[_Msg], int]:
+        self.reads.append(offset)
+        out = [_Msg(o, self.log[o]) for o in range(offset, len(self.log))
                if not (self.hide_reads > 0 and o in self.hidden)]
         self.hide_reads -= 1
-        self.position = len(self.log)
-        return out
-
-    def seek(self, tp: Any) -> None:
-        self.position = tp.offset
-        self.seeks.append(tp.offset)
-
-    def get_watermark_offsets(self, tp: Any, cached: bool = False) -> Tuple[int, int]:
-        return 0, len(self.log)
+        return out, len(self.log)
 
     def close(self) -> None:
         pass
 
 
-def _follower(consumer: _ScriptedConsumer) -> LayoutFollower:
-    f = LayoutFollower({"bootstrap.servers": "127.0.0.1:1"}, "_log", timeout=2.0)
-    f._consumer = consumer  # type: ignore[assignment]
-    f._bounds = lambda timeout, earliest: (0, len(consumer.log))  # type: ignore[method-assign]
+def _follower(reader: _ScriptedReader) -> LayoutFollower:
+    f = LayoutFollower({"bootstrap.servers": "127.0.0.1:1"}, "_log", timeout=2.0, reader=reader)  # type: ignore[arg-type]
+    f._bounds = lambda timeout, earliest=False: (0, len(reader.log))  # type: ignore[method-assign]
     return f
 
 
@@ -78,19 +72,42 @@ def _log() -> List[bytes]:
 
 
 def test_a_transient_hole_is_read_again() -> None:
-    consumer = _ScriptedConsumer(_log(), hidden={1}, hide_reads=1)
-    f = _follower(consumer)
+    reader = _ScriptedReader(_log(), hidden={1}, hide_reads=1)
+    f = _follower(reader)
     history = f.sync()
-    assert consumer.seeks == [1]
+    assert reader.reads == [0, 1]  # the hole at 1 was read again before 2 was applied
     assert [r.offset for r in history.registrations(TOPIC)] == [1, 2, 3]
     f.close()
 
 
 def test_a_permanent_hole_is_accepted_after_rereads() -> None:
-    consumer = _ScriptedConsumer(_log(), hidden={1}, hide_reads=100)
-    f = _follower(consumer)
+    reader = _ScriptedReader(_log(), hidden={1}, hide_reads=100)
+    f = _follower(reader)
     history = f.sync()
-    assert len(consumer.seeks) >= 3
+    assert len(reader.reads) >= 4
     assert [r.offset for r in history.registrations(TOPIC)] == [2, 3]
     assert history.next_offset == 4
+    f.close()
+
+
+def test_a_hole_in_the_long_poll_fetch_is_filled_before_the_records_after_it() -> None:
+    """The background read hands out offsets 0, 2, 3 (1 not written yet): the
+    follower reads 1 with the short-wait reader first."""
+    log = _log()
+    reader = _ScriptedReader(log, hidden=set(), hide_reads=0)
+    f = _follower(reader)
+    with f._lock:
+        f._apply_all([_Msg(0, log[0]), _Msg(2, log[2]), _Msg(3, log[3])], deadline=1e18)
+    assert reader.reads == [1]
+    assert [r.offset for r in f.history.registrations(TOPIC)] == [1, 2, 3]
+    f.close()
+
+
+def test_catch_up_past_reads_only_when_the_view_lacks_the_offset() -> None:
+    reader = _ScriptedReader(_log(), hidden=set(), hide_reads=0)
+    f = _follower(reader)
+    f.catch_up_past(1)
+    assert reader.reads == [0] and f.history.next_offset == 4  # one read brought everything there was
+    f.catch_up_past(3)
+    assert reader.reads == [0]  # already in the view: no request
     f.close()

@@ -13,8 +13,7 @@ from kafka_ordered.metrics import LayoutViewMetrics
 from kafka_ordered.records import encode_layout, encode_registration
 
 TOPIC = "t"
-OPTS = {"ordered.metadata.timeout.ms": 1000, "ordered.gating": True, "ordered.commit.interval.ms": 200,
-        "ordered.registration.settle.ms": None}
+OPTS = {"ordered.metadata.timeout.ms": 1000, "ordered.gating": True, "ordered.commit.interval.ms": 200}
 
 
 class FakePort:
@@ -51,15 +50,19 @@ class FakePort:
 
 class FakeView:
     fatal: Optional[BaseException] = None
+    log_id = "fakelog"
 
     def __init__(self, history: LayoutHistory) -> None:
         self.history = history
+        self.calls: List[Tuple[str, Any]] = []
 
     def sync(self, timeout: Optional[float] = None) -> LayoutHistory:
+        self.calls.append(("sync", None))
         return self.history
 
-    def fresh_within(self, seconds: float) -> bool:
-        return True
+    def catch_up_past(self, offset: int, timeout: Optional[float] = None) -> LayoutHistory:
+        self.calls.append(("past", offset))
+        return self.history
 
     def add_listener(self, listener: Callable[[], None]) -> None:
         pass
@@ -130,3 +133,46 @@ def test_rewind_before_a_hold_releases_it_and_seeks_back() -> None:
     core.admit((TOPIC, 1), 5)
     core.rewind({(TOPIC, 1): 3})
     assert (TOPIC, 1) not in core.held() and port.position[(TOPIC, 1)] == 3
+
+
+def test_first_fetch_after_assignment_seek_or_gap_catches_up_to_the_end() -> None:
+    from kafka_ordered.tokens import Run
+
+    core, port = _core()
+    view = core.follower
+    tp = (TOPIC, 0)
+    core.assigned_at({tp: 0})
+    core.ensure_fresh([Run(tp, 0, 9, 10)])  # first fetch after the assignment
+    assert view.calls == [("sync", None)]
+    core.ensure_fresh([Run(tp, 10, 19, 10)])  # the next one follows on: nothing
+    assert view.calls == [("sync", None)]
+    core.ensure_fresh([Run(tp, 25, 29, 5)])  # a silent reset (or a gap): to the end again
+    core.seeked(tp, 40)
+    core.ensure_fresh([Run(tp, 40, 40, 1)])  # the first fetch after a seek
+    assert view.calls == [("sync", None)] * 3
+    core.ensure_fresh([Run(tp, 41, 42, 2, stamp=view.history.next_offset)])  # a stamp beyond the view
+    core.ensure_fresh([Run(tp, 43, 43, 1, stamp=view.history.next_offset - 1)])  # one it includes
+    assert view.calls[3:] == [("past", view.history.next_offset)]
+
+
+def test_a_hold_seeks_back_without_owing_a_catch_up_but_a_failed_one_stays_owed() -> None:
+    from kafka_ordered.tokens import Run
+
+    core, port = _core()
+    view = core.follower
+    tp = (TOPIC, 1)
+    core.ensure_fresh([Run(tp, 0, 6, 7)])
+    assert not core.admit(tp, 5)  # held at the gate: sought back to 5
+    core.ensure_fresh([Run(tp, 5, 6, 2)])  # fetched again from the hold: no catch-up
+    assert view.calls == [("sync", None)]
+
+    def broken(timeout: Optional[float] = None) -> LayoutHistory:
+        raise RuntimeError("broker down")
+
+    view.sync = broken  # type: ignore[method-assign]
+    core.seeked(tp, 0)
+    try:
+        core.ensure_fresh([Run(tp, 0, 3, 4)])
+    except RuntimeError:
+        core.rewind({tp: 0})
+    assert tp not in core.freshness.expected  # the next fetch still catches up to the end

@@ -303,7 +303,7 @@ def test_layout_expand_shrink_retire_cycle() -> None:
     assert a.spares == frozenset() and a.draining == frozenset()
     b = a.expanded(6)
     assert (b.epoch, b.partitions, b.physical_partitions) == (1, 6, 6)
-    assert b.initial_partitions == 4 and b.hash == a.hash and b.settle_ms == a.settle_ms
+    assert b.initial_partitions == 4 and b.hash == a.hash
     c = b.shrunk(4)
     assert (c.epoch, c.partitions, c.physical_partitions) == (2, 4, 6)
     assert c.draining == {4, 5} and c.spares == frozenset()
@@ -324,7 +324,7 @@ def test_layout_expand_shrink_retire_cycle() -> None:
 
 
 def test_layout_round_trips_through_dict() -> None:
-    lay = Layout("orders", 5, 3, 7, 10, "murmur3", draining=frozenset({8}), settle_ms=250)
+    lay = Layout("orders", 5, 3, 7, 10, "murmur3", draining=frozenset({8}))
     d = lay.to_dict()
     assert d["draining"] == [8] and d["hash"] == "murmur3"
     back = Layout.from_dict(d)
@@ -423,7 +423,6 @@ def test_non_bytes_keys(key: object, match: str) -> None:
         (dict(topic="t", epoch=0, initial_partitions=2, partitions=2, physical_partitions=2, strategy="range"), "unknown strategy 'range'"),
         (dict(topic="t", epoch=0, initial_partitions=2, partitions=3, physical_partitions=5, draining=frozenset({2})), r"draining partitions \[2\] are outside the removed range \[3, 5\)"),
         (dict(topic="t", epoch=0, initial_partitions=2, partitions=3, physical_partitions=5, draining=frozenset({5, 4})), r"draining partitions \[5\]"),
-        (dict(topic="t", epoch=0, initial_partitions=2, partitions=2, physical_partitions=2, settle_ms=-1), "settle_ms must be >= 0"),
         (dict(topic="t", epoch=False, initial_partitions=2, partitions=2, physical_partitions=2), "epoch must be an int, got bool"),
         (dict(topic="t", epoch=0, initial_partitions=2, partitions=2, physical_partitions=2.5), "physical_partitions must be an int, got float"),
     ],

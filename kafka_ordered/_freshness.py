@@ -1,0 +1,72 @@
+"""Causal freshness of a consumer's layout view (the I/O side of
+:mod:`kafka_ordered.tokens`; no client import).
+
+:class:`CausalFreshness` keeps, for every partition a member owns, the next
+offset it expects to fetch (none after an assignment, a seek or an offset
+reset), and before any record of a fetch is delivered performs the catch-up
+:func:`kafka_ordered.tokens.catch_up` asks for: the layout log to its end
+(:meth:`LayoutView.sync`) or past a stamp's offset
+(:meth:`LayoutView.catch_up_past`). Both requests are sent after the records
+were fetched.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Sequence
+
+from ._ports import TP, LayoutView
+from .tokens import Run, catch_up
+
+__all__ = ["CausalFreshness"]
+
+
+class CausalFreshness:
+    """Expected fetch offsets and catch-ups of one group member."""
+
+    __slots__ = ("follower", "expected", "syncs", "catch_ups")
+
+    def __init__(self, follower: LayoutView) -> None:
+        self.follower = follower
+        self.expected: Dict[TP, int] = {}
+        #: Catch-ups to the log's end (first fetch after a jump) and past a stamp.
+        self.syncs = 0
+        self.catch_ups = 0
+
+    @property
+    def log_id(self) -> str:
+        return self.follower.log_id
+
+    def jumped(self, tp: TP) -> None:
+        """``tp`` was assigned, sought or reset: the next fetch of it needs a catch-up to the end."""
+        self.expected.pop(tp, None)
+
+    def moved(self, tp: TP, offset: int) -> None:
+        """The core sought ``tp`` back to ``offset``, to records it has already
+        checked (a partition still owed a catch-up keeps owing it)."""
+        if tp in self.expected:
+            self.expected[tp] = offset
+
+    def forget(self, tp: TP) -> None:
+        self.expected.pop(tp, None)
+
+    def admit(self, runs: Sequence[Run]) -> None:
+        """Catch the view up as the fetch described by ``runs`` requires,
+        then expect the offsets after it. Raises what the catch-up raised
+        (nothing of the fetch may then be delivered)."""
+        fatal = self.follower.fatal
+        if fatal is not None:
+            raise fatal
+        need = catch_up(self.follower.history.next_offset, runs, self.expected)
+        try:
+            if need.to_end:
+                self.follower.sync()
+                self.syncs += 1
+            elif need.past is not None:
+                self.follower.catch_up_past(need.past)
+                self.catch_ups += 1
+        except BaseException:
+            for r in runs:  # fetched again later: the catch-up is still owed
+                self.expected.pop(r.tp, None)
+            raise
+        for r in runs:
+            self.expected[r.tp] = r.last + 1
