@@ -44,7 +44,7 @@ def test_concurrent_appenders_never_make_the_follower_skip_a_registration(
             with lock:
                 acked.append(msg.offset())
 
-    follower = LayoutFollower({"bootstrap.servers": bootstrap}, layout_topic, poll_interval_ms=5).start()
+    follower = LayoutFollower({"bootstrap.servers": bootstrap}, layout_topic, long_poll_ms=20).start()
     try:
         def append(worker: int) -> None:
             p = _raw_producer(bootstrap, **{"linger.ms": 2})
@@ -129,10 +129,10 @@ def test_newer_record_version_says_upgrade(
     admin: LayoutAdmin, bootstrap: str, layout_topic: str, topic: str, policy: str
 ) -> None:
     admin.create_topic(topic, 2)
-    _write(bootstrap, layout_topic, [b'{"v": 2, "type": "layout"}'])
+    _write(bootstrap, layout_topic, [b'{"v": 3, "type": "layout"}'])
     began = time.monotonic()
     with pytest.raises(UnsupportedLayoutVersionError, match="upgrade") as info:
         LayoutFollower({"bootstrap.servers": bootstrap}, layout_topic, corrupt_policy=policy,  # type: ignore[arg-type]
                        timeout=5).start()
-    assert info.value.version == 2
+    assert info.value.version == 3
     assert time.monotonic() - began < 4, "an unreadable record is reported at once, not as a timeout"

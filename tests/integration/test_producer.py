@@ -85,7 +85,7 @@ def test_switches_within_2s_and_registers_true_end_offsets(
     moved = records[4] + records[5]
     assert moved and all(m.value() == b"after" for m in moved)
     registered_ms = logged[-1].timestamp_ms
-    assert min(m.timestamp()[1] for m in moved) >= registered_ms + admin.layout(topic).settle_ms - 1
+    assert min(m.timestamp()[1] for m in moved) >= registered_ms - 1  # after the registration, with no pause
     for p in (0, 1):  # everything written before the switch is below the wait offset
         before = [m for m in records[p] if m.value() != b"after"]
         assert max(m.offset() for m in before) < gates[p + 4].wait[p]
