@@ -42,12 +42,25 @@ The model
     at its first send from :func:`~kafka_ordered.registration.initial_from_epoch`: a stable id from the epoch
     of its last registration, an anonymous one from the oldest layout change
     inside ``window`` steps (none: no gates).
+* **Stamps** (causal freshness tokens, :mod:`kafka_ordered.tokens`): after a
+  switch that appended a registration, a producer stamps every keyed record
+  to a partition the registration gates with the registration's layout-log
+  offset, until a stamped record there is acknowledged; the shipped
+  :class:`~kafka_ordered.tokens.StampBook` and
+  :func:`~kafka_ordered.tokens.partitions_to_stamp` decide (stamps
+  accumulate over registrations; a restarting stable id stamps what its
+  earlier registrations gated). ``stamps=False`` sends nothing stamped.
 * **Consumers**: one group of ``members``; every physical partition is owned
-  by one member. A member follows the layout log with lag and delivers a
-  record only when its view includes every layout-log record appended before
-  the record was written (freshness, what ``settle_ms`` buys) and its
-  ``GateKeeper`` allows it (``limit``), with *processed(q)* = max(committed,
-  own position when it owns ``q``), as ``_GatingConsumer`` computes it.
+  by one member. A member follows the layout log with lag (a late follower:
+  it reads a random prefix of what it has not read, at random times) and
+  delivers a record only when its ``GateKeeper`` allows it (``limit``), with
+  *processed(q)* = max(committed, own position when it owns ``q``), as
+  ``_GatingConsumer`` computes it. Before delivering it applies the token
+  rule: the first record after an assignment, a crash restart or a
+  rebalance makes it read the log to its end (``catch_up_on_jump``), and a
+  stamped record whose offset its view lacks makes it read the log past that
+  offset (``catch_up_on_stamp``; disabling it is what the tests show to be
+  unsafe); ``freshness=False`` does neither. No clock is involved.
   Steps: deliver a few records of one owned partition, commit (one atomic
   OffsetCommit of every owned partition's position, which also keeps a gate
   opened inside one member durable), follow the log, *rebalance* (move one
@@ -104,9 +117,11 @@ from ..registration import (
     SwitchPlan,
     SwitchStep,
     initial_from_epoch,
+    own_gates,
     plan_gates,
     switch_steps,
 )
+from ..tokens import StampBook, partitions_to_stamp
 
 __all__ = ["SimulationResult", "Simulation", "run", "find_seed", "crossing_scenario", "TOPIC"]
 
@@ -135,6 +150,9 @@ class SimulationResult:
     consumer_crashes: int
     rebalances: int
     lineage_breaks: int  # anonymous restarts outside the window (new lineage)
+    stamped: int = 0  # acknowledged records that carry a stamp
+    stamp_catch_ups: int = 0  # catch-ups a stamp asked for
+    jump_catch_ups: int = 0  # catch-ups at the first record after an assignment or restart
     detail: str = ""  # first violation, or the held gates of a deadlock
 
     @property
@@ -149,7 +167,7 @@ class _Record:
     key: bytes
     lineage: str
     seq: int
-    log_len: int  # layout-log length when written (freshness)
+    stamp: Optional[int]  # the kafka-ordered.reg offset the record carries
     chain_index: int
 
 
@@ -209,9 +227,10 @@ class _Producer:
         self.layout: Optional[Layout] = None
         self.budget = budget
         self.buffer: Deque[bytes] = deque()
-        self.inflight: Dict[int, Deque[Tuple[bytes, str, int]]] = {}
+        self.inflight: Dict[int, Deque[Tuple[bytes, str, int, Optional[int]]]] = {}
         self.reg: Optional[_Registration] = None
         self.own: List[Gate] = []  # gates this incarnation registered
+        self.book = StampBook()  # partitions this incarnation still stamps
         self.written_epoch: Optional[int] = None  # newest epoch the lineage wrote under
 
     @property
@@ -223,6 +242,9 @@ class _Member:
     def __init__(self, index: int) -> None:
         self.index = index
         self.view = _View()
+        # Partitions whose next delivery follows on from the previous one
+        # (absent: after an assignment or restart, the token rule's jump).
+        self.continuing: Set[int] = set()
         self.keeper = GateKeeper()
         self.gate_offset = 0
         self.owned: Set[int] = set()
@@ -248,7 +270,10 @@ class Simulation:
     sends each, over ``keys`` keys (a count or the key bytes); ``members`` in
     the group. ``reverse_reads`` reads the starts before the waits (the order
     §3 forbids); ``gating=False`` delivers without gates; ``freshness=False``
-    delivers without waiting for the layout-log follower. At most
+    delivers with whatever view the member's follower has;
+    ``catch_up_on_stamp=False`` skips the catch-up a stamp asks for (step 2 of
+    the token rule), ``catch_up_on_jump=False`` the one after an assignment
+    (step 3), ``stamps=False`` makes producers send no stamps. At most
     ``producer_restarts``, ``consumer_crashes`` and ``rebalances`` happen per
     run; ``window`` is the anonymous restart window in steps;
     ``reg_weight`` and ``consumer_weight`` scale how often registration and
@@ -272,6 +297,9 @@ class Simulation:
         reverse_reads: bool = False,
         gating: bool = True,
         freshness: bool = True,
+        catch_up_on_stamp: bool = True,
+        catch_up_on_jump: bool = True,
+        stamps: bool = True,
         producer_restarts: int = 2,
         consumer_crashes: int = 2,
         rebalances: int = 4,
@@ -286,6 +314,9 @@ class Simulation:
         self.reverse_reads = reverse_reads
         self.gating = gating
         self.freshness = freshness
+        self.catch_up_on_stamp = catch_up_on_stamp
+        self.catch_up_on_jump = catch_up_on_jump
+        self.stamps = stamps
         self.window = window
         self.reg_weight = reg_weight
         self.consumer_weight = consumer_weight
@@ -351,6 +382,9 @@ class Simulation:
         self.consumer_crashes = 0
         self.rebalances = 0
         self.lineage_breaks = 0
+        self.stamped = 0
+        self.stamp_catch_ups = 0
+        self.jump_catch_ups = 0
         self.deadlock = False
         self.finished = False
 
@@ -406,7 +440,8 @@ class Simulation:
         sk = (pr.lineage, key)
         seq = self._seq.get(sk, 0)
         self._seq[sk] = seq + 1
-        pr.inflight.setdefault(p, deque()).append((key, pr.lineage, seq))
+        stamp = pr.book.stamp(TOPIC, p) if self.stamps else None
+        pr.inflight.setdefault(p, deque()).append((key, pr.lineage, seq, stamp))
         pr.written_epoch = pr.layout.epoch
 
     def _begin_switch(self, pr: _Producer) -> None:
@@ -448,6 +483,17 @@ class Simulation:
         reg.got = {}
 
     def _switched(self, pr: _Producer, plan: SwitchPlan) -> None:
+        first = pr.layout is None
+        h = pr.view.history
+        own_gated: List[int] = []
+        own_newest: Optional[int] = None
+        if first and pr.stable:
+            own_gated = [g.partition for g in own_gates(h, TOPIC, pr.pid)]
+            last = h.last_registration(TOPIC, pr.pid)
+            own_newest = last.offset if last is not None else None
+        parts, offset = partitions_to_stamp(plan.spec, plan.offset, first, pr.stable, own_gated, own_newest)
+        if offset is not None:
+            pr.book.add(TOPIC, parts, offset)
         pr.own.extend(plan_gates(plan, TOPIC, pr.pid))
         if plan.spec:
             self.registrations += 1
@@ -463,18 +509,22 @@ class Simulation:
         if not ready:
             return False
         p = partition if partition is not None else self.rng.choice(ready)
-        key, lineage, seq = pr.inflight[p].popleft()
-        self._write(p, key, lineage, seq)
+        key, lineage, seq, stamp = pr.inflight[p].popleft()
+        self._write(p, key, lineage, seq, stamp)
+        if stamp is not None:
+            pr.book.acked(TOPIC, p, stamp)
         return True
 
     def ack_all(self, i: int) -> None:
         while self.ack(i):
             pass
 
-    def _write(self, p: int, key: bytes, lineage: str, seq: int) -> None:
+    def _write(self, p: int, key: bytes, lineage: str, seq: int, stamp: Optional[int]) -> None:
         chain = self.chains.setdefault((key, lineage), [])
         assert not chain or chain[-1].seq < seq, "a producer wrote a key out of sequence order"
-        rec = _Record(p, len(self.logs[p]), key, lineage, seq, len(self.log), len(chain))
+        rec = _Record(p, len(self.logs[p]), key, lineage, seq, stamp, len(chain))
+        if stamp is not None:
+            self.stamped += 1
         chain.append(rec)
         self.logs[p].append(rec)
 
@@ -541,8 +591,8 @@ class Simulation:
         for p, q in sorted(pr.inflight.items()):
             n = self.rng.randint(0, len(q))
             for _ in range(n):
-                key, lineage, seq = q.popleft()
-                self._write(p, key, lineage, seq)
+                key, lineage, seq, stamp = q.popleft()
+                self._write(p, key, lineage, seq, stamp)
             q.clear()
         pr.buffer.clear()
         pr.reg = None
@@ -553,6 +603,7 @@ class Simulation:
         pr.view = _View()
         pr.view.catch_up(self.log)
         pr.own = []
+        pr.book = StampBook()
         self.producer_restarts += 1
 
     def _producer_step(self, pr: _Producer) -> None:
@@ -615,8 +666,8 @@ class Simulation:
             if pos >= len(log):
                 break
             rec = log[pos]
-            if self.freshness and rec.log_len > m.view.applied:
-                break  # freshness: wait for the follower
+            if self.freshness and self._catch_up(m, p, rec) and self.gating:
+                self._update_gates(m)
             if self.gating:
                 limit = m.keeper.limit(tp)
                 if limit is not None and pos >= limit:
@@ -628,6 +679,24 @@ class Simulation:
             self.eff[p] = pos + 1
             done += 1
         return done
+
+    def _catch_up(self, m: _Member, p: int, rec: _Record) -> bool:
+        """The token rule before member ``m`` delivers ``rec`` (of its partition
+        ``p``): the first record after a jump reads the log to its end; a stamp
+        the view lacks reads it past the stamp (no further: the least a reader
+        can do). Returns whether the view moved."""
+        moved = False
+        if p not in m.continuing:
+            m.continuing.add(p)
+            if self.catch_up_on_jump and m.view.applied < len(self.log):
+                self.jump_catch_ups += 1
+                self._follow(m)
+                moved = True
+        if rec.stamp is not None and rec.stamp >= m.view.applied and self.catch_up_on_stamp:
+            self.stamp_catch_ups += 1
+            self._follow(m, rec.stamp + 1)
+            moved = True
+        return moved
 
     def commit(self, j: int) -> bool:
         """Member ``j`` commits every owned partition's position (one OffsetCommit)."""
@@ -656,7 +725,7 @@ class Simulation:
         m.keeper = GateKeeper()
         m.view = _View()
         m.gate_offset = 0
-        self._follow(m)
+        m.continuing = set()  # the restarted member reads the log at its first delivery (a jump)
         self.consumer_crashes += 1
 
     def move_partition(self, p: int, j: int) -> None:
@@ -667,8 +736,10 @@ class Simulation:
             return
         self.commit(old.index)
         old.owned.discard(p)
+        old.continuing.discard(p)
         del old.pos[p]
         new.owned.add(p)
+        new.continuing.discard(p)
         new.pos[p] = self.committed.get(p, 0)
         new.keeper.forget_announcements((TOPIC, p), new.pos[p])
         self.owner[p] = new
@@ -828,6 +899,9 @@ class Simulation:
             consumer_crashes=self.consumer_crashes,
             rebalances=self.rebalances,
             lineage_breaks=self.lineage_breaks,
+            stamped=self.stamped,
+            stamp_catch_ups=self.stamp_catch_ups,
+            jump_catch_ups=self.jump_catch_ups,
             detail=self.detail,
         )
 

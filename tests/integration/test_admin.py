@@ -221,11 +221,11 @@ def test_corrupt_records_are_reported_or_refused(
     with LayoutAdmin(ordered_config) as fresh:
         desc = fresh.describe(topic)
         assert desc.layout.partitions == 3
-        assert [pr.offset for pr in desc.problems] == [1, 2]
+        assert [pr.offset for pr in desc.problems] == [2, 3]  # after the protocol record and the layout
         assert "not UTF-8 JSON" in desc.problems[0].reason
     with pytest.raises(CorruptLayoutRecordError) as e:
         LayoutAdmin({**ordered_config, "ordered.layout.corrupt.policy": "refuse"})
-    assert e.value.offset == 1 and "refuse" in str(e.value)
+    assert e.value.offset == 2 and "refuse" in str(e.value)
 
 
 def test_newer_record_version_is_refused(admin: LayoutAdmin, ordered_config: Dict[str, Any], bootstrap: str,

@@ -9,7 +9,10 @@ Findings kept as tests:
 * reading the starts first deadlocks: random search finds it, and
   :func:`crossing_scenario` builds it by hand;
 * without gating (or without the freshness rule) the oracle reports
-  violations, so it can fail.
+  violations, so it can fail;
+* the causal-token rule: skipping the consumer's catch-up on a stamp (step 2)
+  lets a member with a late layout-log follower deliver a record behind a
+  gate it does not know; with the step, the same seeds are clean.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ CONFIGS = {
     "anonymous restarts, short window": (dict(window=40, producer_restarts=6), range(0, 30)),
     "stable ids, restarts, 5 members": (dict(stable_producers=3, producer_restarts=6, members=5, rebalances=10),
                                         range(0, 20)),
+    "5 producers, late followers": (dict(producers=5, stable_producers=2, consumer_weight=0.25), range(0, 40)),
 }
 
 
@@ -62,6 +66,8 @@ def test_prescribed_order_never_deadlocks_or_reorders(name: str) -> None:
     assert any(r.consumer_crashes > 0 for r in results)
     assert any(r.producer_restarts > 0 for r in results)
     assert any(r.rebalances > 0 for r in results)
+    assert sum(r.stamped for r in results) >= n  # the token rule was exercised: stamps ...
+    assert any(r.stamp_catch_ups > 0 for r in results)  # ... that a late member had to catch up on
     if knobs.get("window"):
         assert any(r.lineage_breaks > 0 for r in results)
 
@@ -77,7 +83,7 @@ def test_reversed_reads_deadlock_fixed_seed() -> None:
 
 
 def test_reversed_reads_search_finds_deadlocks() -> None:
-    seeds = range(300)
+    seeds = range(600)
     found = [s for s in seeds if run(s, reverse_reads=True, **SHRINK_EXPAND).deadlock]
     # The prescribed order on the same seeds finds none (CONFIGS["4-8-4-8"]).
     assert len(found) >= 3, found
@@ -114,7 +120,7 @@ def test_crossing_scenario_completes_with_waits_first() -> None:
 
 
 def test_gating_disabled_finds_violations() -> None:
-    results = [run(s, gating=False) for s in range(30)]
+    results = [run(s, gating=False) for s in range(60)]
     bad = [r for r in results if r.violations]
     assert len(bad) >= 5
     assert all(not r.deadlock and r.undelivered == 0 for r in results)
@@ -126,6 +132,69 @@ def test_gating_disabled_finds_violations() -> None:
 def test_freshness_disabled_finds_violations() -> None:
     # Delivering records written after a registration the member has not read yet.
     assert any(run(s, freshness=False).violations for s in range(30))
+
+
+@pytest.mark.parametrize("knobs", [{}, dict(producers=5)], ids=["3 producers", "5 producers"])
+def test_skipping_the_catch_up_on_a_stamp_finds_violations(knobs: Dict[str, Any]) -> None:
+    """Step 2 of the token rule is needed: without it a member whose follower
+    lags delivers a stamped record (and those after it) before it knows the
+    gate; with it, the same seeds are clean."""
+    seeds = range(100)
+    without = [run(s, catch_up_on_stamp=False, **knobs) for s in seeds]
+    bad = [r for r in without if r.violations]
+    assert len(bad) >= 3, [r.seed for r in bad]
+    assert all(r.stamp_catch_ups == 0 for r in without)
+    assert "delivered before" in bad[0].detail or "rollback" in bad[0].detail
+    for r in bad:
+        _check_ok(run(r.seed, **knobs))
+    with_step = [run(s, **knobs) for s in seeds]
+    assert all(r.violations == 0 for r in with_step)
+    assert sum(r.stamp_catch_ups for r in with_step) > 0
+
+
+def test_a_stamp_makes_a_late_member_read_the_registration_before_delivering() -> None:
+    """Scripted: member 0 owns everything and reads nothing of the log by
+    itself. After the expansion the producer's first record on the new
+    partition is stamped; delivering it makes the member read the log past
+    the registration, and the gate holds it until the source is processed."""
+    sim = Simulation(0, layouts=(8,), producers=1, stable_producers=0, records_per_producer=0, members=1,
+                     producer_restarts=0, consumer_crashes=0, rebalances=0)
+    k = _moved_key(sim, 1, 2)
+    old, new = sim.partition_of(1, k), sim.partition_of(2, k)
+    sim.send(0, k)
+    sim.register(0)
+    sim.ack_all(0)
+    sim.follow(0)  # the member read the log so far and fetched every partition: no jump is due
+    sim.members[0].continuing = set(range(sim.physical))
+    sim.admin_step()
+    sim.observe(0, len(sim.log))
+    sim.send(0, k)
+    sim.register(0)
+    sim.ack_all(0)
+    stamped = sim.logs[new][0]
+    assert stamped.stamp == len(sim.log) - 1  # the registration's offset
+    view = sim.members[0].view.applied
+    assert view <= stamped.stamp
+    assert sim.deliver(0, new) == 0  # held: the gate waits for the record on the old partition
+    assert sim.members[0].view.applied > stamped.stamp and sim.result().stamp_catch_ups == 1
+    assert sim.deliver(0, old) == 1 and sim.deliver(0, new) == 1
+    assert sim.result().violations == 0
+    # The same interleaving without the catch-up delivers k#1 before k#0.
+    sim2 = Simulation(0, layouts=(8,), producers=1, stable_producers=0, records_per_producer=0, members=1,
+                      producer_restarts=0, consumer_crashes=0, rebalances=0, catch_up_on_stamp=False)
+    sim2.send(0, k)
+    sim2.register(0)
+    sim2.ack_all(0)
+    sim2.follow(0)
+    sim2.members[0].continuing = set(range(sim2.physical))
+    sim2.admin_step()
+    sim2.observe(0, len(sim2.log))
+    sim2.send(0, k)
+    sim2.register(0)
+    sim2.ack_all(0)
+    assert sim2.deliver(0, new) == 1
+    sim2.deliver(0, old)
+    assert sim2.result().violations == 1
 
 
 def test_shrink_then_expand_every_partition_gains_and_loses() -> None:
@@ -229,9 +298,8 @@ def test_oracle_allows_replay_of_an_uncommitted_suffix() -> None:
         sim.register(0)
     sim.ack_all(0)
     p = sim.partition_of(1, k)
-    assert sim.deliver(0, p, 1) == 0  # freshness: the stable id's registration is not read yet
-    sim.follow(0)
-    assert sim.deliver(0, p, 1) == 1
+    assert sim.deliver(0, p, 1) == 1  # the first delivery reads the log first (token rule, step 3)
+    assert sim.result().jump_catch_ups == 1
     sim.commit(0)
     assert sim.deliver(0, p) == 3
     sim.crash_member(0)
