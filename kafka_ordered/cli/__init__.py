@@ -204,6 +204,15 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_upgrade_protocol(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        offset = admin.upgrade_protocol()
+        protocol = admin.history.protocol
+    data = {"layout_topic": admin.layout_topic, "protocol": protocol, "offset": offset, "changed": offset is not None}
+    _emit(args, data, lambda: _render.upgraded_text(data))
+    return 0
+
+
 def cmd_broker(args: argparse.Namespace) -> int:
     from ..testing import EmbeddedBroker
 
@@ -343,6 +352,10 @@ def _parser() -> argparse.ArgumentParser:
     sp = add("describe", cmd_describe, "show layout, history, lineage, registrations (and gates with --group)")
     sp.add_argument("topic")
     sp.add_argument("--group", "-g", help="show every gate's state for this consumer group")
+
+    add("upgrade-protocol", cmd_upgrade_protocol,
+        "move a layout log written by kafka-ordered < protocol 2 (settle pause) to the causal-token protocol; "
+        "stop every older producer, consumer and Spark query first (docs/protocol.md)")
 
     sp = sub.add_parser("broker", help="run an embedded Tansu broker in the foreground")
     sp.add_argument("--port", type=int, help="default: a free port")

@@ -158,6 +158,14 @@ def elections_text(topic: str, elections: Mapping[str, Mapping[str, Any]]) -> st
     return "\n".join([f"{topic}: preferred leader elections"] + elections_lines(elections))
 
 
+def upgraded_text(data: Mapping[str, Any]) -> str:
+    """``kafka-ordered upgrade-protocol``."""
+    if data["changed"]:
+        return (f"layout log {data['layout_topic']} now speaks ordering protocol {data['protocol']} "
+                f"(protocol record at offset {data['offset']}); start the upgraded clients")
+    return f"layout log {data['layout_topic']} already speaks ordering protocol {data['protocol']}: nothing changed"
+
+
 def retired_text(res: RetireResult) -> str:
     """``kafka-ordered retire``: retired partitions, why others still drain, the layout."""
     lines = [f"retired {sorted(res.retired) or 'nothing'}"]

@@ -22,6 +22,7 @@ from kafka_ordered import (
     partition_for,
 )
 from kafka_ordered import _log
+from kafka_ordered.cli import main as cli_main
 from kafka_ordered.layout import Layout
 from kafka_ordered.records import encode_layout
 from kafka_ordered.tokens import HEADER, decode
@@ -279,6 +280,7 @@ def test_a_fresh_log_starts_with_the_protocol_record(admin: LayoutAdmin, topic: 
 
 def test_a_protocol_1_log_is_refused_until_upgraded(
     bootstrap: str, layout_topic: str, topic: str, ordered_config: Dict[str, Any], group_config: Dict[str, Any],
+    capsys: pytest.CaptureFixture,
 ) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -295,8 +297,12 @@ def test_a_protocol_1_log_is_refused_until_upgraded(
         assert admin.layout(topic).epoch == 1
         with pytest.raises(ProtocolVersionError):
             admin.expand(topic, 3)
-        offset = admin.upgrade_protocol()
-        assert offset == 1 and admin.upgrade_protocol() is None
+    base = ["--bootstrap", bootstrap, "--layout-topic", layout_topic, "--json"]
+    assert cli_main(["upgrade-protocol", *base]) == 0
+    assert json.loads(capsys.readouterr().out) == {"layout_topic": layout_topic, "protocol": 2, "offset": 1,
+                                                   "changed": True}
+    with LayoutAdmin(ordered_config) as admin:
+        assert admin.upgrade_protocol() is None  # already upgraded
         admin.expand(topic, 3)  # the old layout record still counts
         assert admin.layout(topic).epoch == 2
     producer = OrderedProducer(ordered_config)
