@@ -186,8 +186,9 @@ _PRODUCER_ONLY = frozenset({
     "queuing.strategy", "produce.offset.report", "request.timeout.ms", "produce.request.timeout.ms",
 })
 # Per-instance observers of the application's own client: internal clients
-# must not report into them.
-_APPLICATION_ONLY = frozenset({"stats_cb", "statistics.interval.ms"})
+# must not report into them. (A transactional.id is the application
+# producer's identity: an internal producer with it would fence that producer.)
+_APPLICATION_ONLY = frozenset({"stats_cb", "statistics.interval.ms", "transactional.id", "transaction.timeout.ms"})
 
 
 def _is_consumer_only(key: str) -> bool:

@@ -380,3 +380,37 @@ def test_an_idle_producer_and_consumer_cost_one_thread_and_two_clients(
     assert extra_threads <= 1, [t.name for t in threading.enumerate()]
     assert extra_instances <= 2
     assert _log.client_count() == extra_instances  # the registry accounts for every internal client
+
+
+def test_a_transactional_producer_stamps_until_a_stamped_record_is_committed(
+    admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], bootstrap: str, topic: str,
+) -> None:
+    """Stamped records of an aborted transaction do not count: the next
+    transaction stamps again. (Also: the producer's registration inside a
+    transaction goes through the layout-log writer, which must not take the
+    application's transactional.id.)"""
+    admin.create_topic(topic, 2, physical_partitions=4)
+    k = _mover(0, 2)
+    producer = make_producer(**{"transactional.id": f"tx-{os.getpid()}-{time.monotonic_ns()}", **OWN_FOLLOWER})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce(topic, b"a", k)
+    producer.commit_transaction(10)
+    admin.expand(topic, 4)
+    _wait(lambda: producer.history.current(topic).epoch == 2)  # type: ignore[union-attr]
+    producer.begin_transaction()
+    producer.produce(topic, b"aborted", k)  # registers inside the transaction, then the stamped record
+    producer.flush(10)
+    producer.abort_transaction(10)
+    reg = producer.registrations[-1]
+    assert 2 in reg.gates
+    producer.begin_transaction()
+    producer.produce(topic, b"b", k)  # the aborted stamp did not count: stamped again
+    producer.commit_transaction(10)
+    producer.begin_transaction()
+    producer.produce(topic, b"c", k)  # committed: no stamp any more
+    producer.commit_transaction(10)
+    records = [m for m in read_all(bootstrap, topic, 4)[2] if m.value() in (b"aborted", b"b", b"c")]
+    log_id = producer._shared.follower.log_id
+    assert [(m.value(), s) for m, s in zip(records, _stamps(records))] == [
+        (b"aborted", (log_id, reg.offset)), (b"b", (log_id, reg.offset)), (b"c", None)]

@@ -31,3 +31,13 @@ def test_removed_keys_are_no_options_any_more() -> None:
 def test_unknown_keys_still_fail() -> None:
     with pytest.raises(ConfigError, match="unknown configuration key 'ordered.registration.settle'"):
         split_config({"ordered.registration.settle": 1}, PRODUCER_OPTIONS, "OrderedProducer")
+
+
+def test_internal_clients_never_take_the_applications_transactional_id() -> None:
+    from kafka_ordered.config import connection_identity, internal_config
+
+    conf = {"bootstrap.servers": "x", "transactional.id": "app-tx", "transaction.timeout.ms": 60000}
+    for role in ("producer", "consumer"):
+        out = internal_config(conf, role)  # type: ignore[arg-type]
+        assert "transactional.id" not in out and "transaction.timeout.ms" not in out
+    assert connection_identity(conf) == connection_identity({"bootstrap.servers": "x"})

@@ -1,0 +1,406 @@
+"""Scale benchmarks (issue 12): a client's cost independent of fleet size and history.
+
+    python benchmarks/scale.py [--only NAME[,NAME]] [--idle-seconds 30] [--switch-processes 64]
+
+Each benchmark is a function below; ``main()`` runs them in turn and each
+ends with one line::
+
+    BENCH <name> value=<x> target=<op><y> PASS|MISS
+
+- ``scale_idle_requests``: requests per second that reach the layout-log
+  partition from one idle process holding 10 producers and 10 consumers.
+  The process runs as a child; every connection it opens goes through a
+  counting TCP proxy in front of a private embedded broker (whose advertised
+  listener is the proxy), and a request counts when it names the layout log
+  (its topic name or topic id). Target <= 1/s.
+- ``scale_switch_64``: 64 producer processes (``--switch-processes``) write
+  continuously; one expand; each reports its switch pause from seeing the
+  new layout (its follower applied it) to its first send under it. p50/p99;
+  target p99 < 500 ms. The processes share this machine's cores: on a small
+  machine the pause is mostly waiting for CPU (the result says how many
+  cores there were).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from _common import bench, broker, percentile
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_API = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
+        10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 14: "SyncGroup", 18: "ApiVersions",
+        19: "CreateTopics", 32: "DescribeConfigs", 60: "DescribeCluster", 71: "GetTelemetrySubscriptions",
+        72: "PushTelemetry"}
+
+
+# -- a counting proxy ------------------------------------------------------------
+
+
+class CountingProxy:
+    """Forwards every connection to ``upstream`` and counts the Kafka requests
+    (client -> broker frames) whose bytes contain one of ``needles``, by API."""
+
+    def __init__(self, upstream: Tuple[str, int], port: int) -> None:
+        self.upstream = upstream
+        self.port = port
+        self.needles: List[bytes] = []
+        self.matched: Counter = Counter()
+        self.total = 0
+        self._lock = threading.Lock()
+        self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._server.bind(("127.0.0.1", port))
+        self._server.listen(256)
+        self._stop = False
+        threading.Thread(target=self._accept, name="proxy-accept", daemon=True).start()
+
+    def snapshot(self) -> Tuple[Counter, int]:
+        with self._lock:
+            return Counter(self.matched), self.total
+
+    def _accept(self) -> None:
+        while not self._stop:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            try:
+                up = socket.create_connection(self.upstream)
+            except OSError:
+                client.close()
+                continue
+            threading.Thread(target=self._pump, args=(client, up, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(up, client, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, requests: bool) -> None:
+        buf = b""
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if requests:
+                    buf += data
+                    while len(buf) >= 4:
+                        size = int.from_bytes(buf[:4], "big")
+                        if len(buf) < 4 + size:
+                            break
+                        frame, buf = buf[4:4 + size], buf[4 + size:]
+                        self._count(frame)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+
+    def _count(self, frame: bytes) -> None:
+        api = int.from_bytes(frame[:2], "big", signed=True)
+        hit = any(n in frame for n in self.needles)
+        with self._lock:
+            self.total += 1
+            if hit:
+                self.matched[_API.get(api, str(api))] += 1
+
+    def close(self) -> None:
+        self._stop = True
+        self._server.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _ProxiedBroker:
+    """A private embedded Tansu whose advertised listener is a counting proxy."""
+
+    def __init__(self) -> None:
+        from kafka_ordered.testing import find_tansu
+        from kafka_ordered.testing._broker import _die_with_parent
+
+        inner, outer = _free_port(), _free_port()
+        self.proc = subprocess.Popen(
+            [find_tansu(), "broker", "--listener-url", f"tcp://127.0.0.1:{inner}",
+             "--advertised-listener-url", f"tcp://127.0.0.1:{outer}", "--storage-engine", "memory://tansu/"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent)
+        self.proxy = CountingProxy(("127.0.0.1", inner), outer)
+        self.bootstrap = f"127.0.0.1:{outer}"
+        from confluent_kafka.admin import AdminClient
+
+        a = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if a.list_topics(timeout=1).brokers:
+                    break
+            except Exception:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the proxied embedded broker did not start")
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        self.proxy.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _topic_id_bytes(bootstrap: str, topic: str) -> bytes:
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    a = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    tid = a.describe_topics(TopicCollection([topic]))[topic].result().topic_id
+    hi, lo = tid.get_most_significant_bits(), tid.get_least_significant_bits()
+    return hi.to_bytes(8, "big", signed=True) + lo.to_bytes(8, "big", signed=True)
+
+
+def _child(args: List[str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, os.path.abspath(__file__), *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, cwd=os.path.join(_HERE, os.pardir))
+
+
+# -- scale_idle_requests -----------------------------------------------------------
+
+
+def _idle_child(a: argparse.Namespace) -> int:
+    """10 producers and 10 consumers that did their first send and first
+    delivery, then stay idle (the consumers keep polling) until stdin closes."""
+    from kafka_ordered import OrderedConsumer, OrderedProducer
+    from kafka_ordered.testing import group_config
+
+    conf = {"bootstrap.servers": a.bootstrap, "ordered.layout.topic": a.layout_topic}
+    producers = [OrderedProducer({**conf, "linger.ms": 5}) for _ in range(a.clients)]
+    consumers = [OrderedConsumer({**conf, **group_config(True), "group.id": f"idle-{uuid.uuid4().hex[:8]}",
+                                  "auto.offset.reset": "earliest"}) for _ in range(a.clients)]
+    for i, p in enumerate(producers):
+        p.produce(a.topic, b"v", f"key-{i}".encode())
+        p.flush(10)
+    for c in consumers:
+        c.subscribe([a.topic])
+    got = [0] * len(consumers)
+    deadline = time.monotonic() + 60
+    while min(got) < len(producers) and time.monotonic() < deadline:
+        for i, c in enumerate(consumers):
+            got[i] += len(c.consume(100, 0.05))
+    print(json.dumps({"ready": min(got) >= len(producers), "threads": threading.active_count()}), flush=True)
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    while not stop.is_set():
+        for c in consumers:
+            c.poll(0.05)
+    for c in consumers:
+        c.close()
+    for p in producers:
+        p.close(5)
+    return 0
+
+
+def scale_idle_requests(a: argparse.Namespace) -> str:
+    from kafka_ordered import LayoutAdmin
+
+    if os.environ.get("KAFKA_ORDERED_BOOTSTRAP"):
+        print("scale_idle_requests counts through a proxy in front of a private embedded broker "
+              "(KAFKA_ORDERED_BOOTSTRAP is not used for it)")
+    pb = _ProxiedBroker()
+    child: Optional[subprocess.Popen] = None
+    try:
+        layout_topic, topic = f"_kafka_ordered-{uuid.uuid4().hex[:8]}", f"idle-{uuid.uuid4().hex[:8]}"
+        with LayoutAdmin({"bootstrap.servers": pb.bootstrap, "ordered.layout.topic": layout_topic}) as admin:
+            admin.create_topic(topic, 4)
+        pb.proxy.needles = [layout_topic.encode(), _topic_id_bytes(pb.bootstrap, layout_topic)]
+        child = _child(["--child", "idle", "--bootstrap", pb.bootstrap, "--layout-topic", layout_topic,
+                        "--topic", topic, "--clients", str(a.idle_clients)])
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        state = json.loads(line) if line else {}
+        if not state.get("ready"):
+            raise RuntimeError(f"the idle process did not start: {line!r}")
+        time.sleep(3.0)  # start-up traffic done
+        before, total_before = pb.proxy.snapshot()
+        began = time.monotonic()
+        time.sleep(a.idle_seconds)
+        after, total_after = pb.proxy.snapshot()
+        window = time.monotonic() - began
+        delta = after - before
+        rate = sum(delta.values()) / window
+        print(f"idle process: {a.idle_clients} OrderedProducer + {a.idle_clients} OrderedConsumer (polling), "
+              f"{window:.1f} s: {sum(delta.values())} requests naming the layout log "
+              f"({dict(delta) or 'none'}), {(total_after - total_before) / window:.1f} requests/s to the broker "
+              "in all (heartbeats, empty data fetches)")
+        return bench("scale_idle_requests", rate, "<=", 1, "{:.2f}")
+    finally:
+        if child is not None:
+            assert child.stdin is not None
+            child.stdin.close()
+            try:
+                child.wait(30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        pb.close()
+
+
+# -- scale_switch_64 ----------------------------------------------------------------
+
+
+def _switch_child(a: argparse.Namespace) -> int:
+    """One producer writing continuously; reports its pause from seeing the
+    new layout to its first send under it."""
+    from kafka_ordered import OrderedProducer
+
+    p = OrderedProducer({"bootstrap.servers": a.bootstrap, "ordered.layout.topic": a.layout_topic, "linger.ms": 5})
+    follower = p._shared.follower
+    seen: Dict[str, float] = {}
+
+    def on_change() -> None:
+        lay = follower.history.current(a.topic)
+        if lay is not None and lay.epoch >= 2 and "t" not in seen:
+            seen["t"] = time.monotonic()
+
+    follower.add_listener(on_change)
+    keys = [f"key-{i}".encode() for i in range(256)]
+    p.produce(a.topic, b"v", keys[0])
+    p.flush(10)
+    print(json.dumps({"ready": True}), flush=True)
+    i = 0
+    done: Optional[float] = None
+    deadline = time.monotonic() + a.deadline
+    while done is None and time.monotonic() < deadline:
+        p.produce(a.topic, b"v", keys[i % len(keys)])
+        i += 1
+        if any(r.epoch >= 2 for r in p.registrations):
+            done = time.monotonic()
+            break
+        p.poll(0)
+        time.sleep(0.002)
+    reg = next((r for r in p.registrations if r.epoch >= 2), None)
+    out = {"seen": "t" in seen, "done": done is not None,
+           "pause_ms": (done - seen["t"]) * 1000 if done is not None and "t" in seen else None,
+           "switch_ms": reg.pause_s * 1000 if reg is not None else None,
+           "phases_ms": {k: v * 1000 for k, v in reg.phases.items()} if reg is not None else None,
+           "gates": len(reg.gates) if reg is not None else 0}
+    print(json.dumps(out), flush=True)
+    sys.stdin.read()
+    p.close(10)
+    return 0
+
+
+def scale_switch_64(a: argparse.Namespace) -> str:
+    from kafka_ordered import LayoutAdmin
+
+    n = a.switch_processes
+    name = "scale_switch_64"
+    with broker() as bootstrap:
+        layout_topic, topic = f"_kafka_ordered-{uuid.uuid4().hex[:8]}", f"switch-{uuid.uuid4().hex[:8]}"
+        admin = LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic})
+        admin.create_topic(topic, 4, physical_partitions=8)
+        children: List[subprocess.Popen] = []
+        try:
+            began = time.monotonic()
+            for _ in range(n):
+                children.append(_child(["--child", "switch", "--bootstrap", bootstrap, "--layout-topic",
+                                        layout_topic, "--topic", topic, "--deadline", "180"]))
+            for c in children:
+                assert c.stdout is not None
+                line = c.stdout.readline()
+                if not line or not json.loads(line).get("ready"):
+                    raise RuntimeError(f"a producer process did not start: {line!r}")
+            print(f"{n} producer processes running after {time.monotonic() - began:.1f} s "
+                  f"({os.cpu_count()} cores); expanding 4 -> 8")
+            time.sleep(1.0)
+            admin.expand(topic, 8)
+            results = []
+            for c in children:
+                assert c.stdout is not None
+                line = c.stdout.readline()
+                results.append(json.loads(line) if line else {})
+            pauses = [r["pause_ms"] for r in results if r.get("pause_ms") is not None]
+            switches = [r["switch_ms"] for r in results if r.get("switch_ms") is not None]
+            missing = n - len(pauses)
+            phases: Dict[str, List[float]] = {}
+            for r in results:
+                for k, v in (r.get("phases_ms") or {}).items():
+                    phases.setdefault(k, []).append(v)
+            print(f"pause from seeing the layout to the first send under it: p50 {percentile(pauses, 0.5):.0f} ms, "
+                  f"p99 {percentile(pauses, 0.99):.0f} ms, max {max(pauses, default=float('nan')):.0f} ms "
+                  f"({len(pauses)} of {n} producers{'; ' + str(missing) + ' did not report' if missing else ''})")
+            print(f"of which the switch (flush, 2 offset reads, append): p50 {percentile(switches, 0.5):.0f} ms, "
+                  f"p99 {percentile(switches, 0.99):.0f} ms; phases p50: "
+                  + ", ".join(f"{k} {percentile(v, 0.5):.0f} ms" for k, v in phases.items()))
+            value = percentile(pauses, 0.99) if not missing else float("inf")
+            return bench(name, value, "<", 500, "{:.0f}")
+        finally:
+            for c in children:
+                try:
+                    assert c.stdin is not None
+                    c.stdin.close()
+                except OSError:
+                    pass
+            for c in children:
+                try:
+                    c.wait(30)
+                except subprocess.TimeoutExpired:
+                    c.kill()
+            admin.close()
+
+
+# -- driver -----------------------------------------------------------------------------
+
+#: Every benchmark of this file, run in this order by main() (others are added here).
+BENCHMARKS: List[Tuple[str, Callable[[argparse.Namespace], str]]] = [
+    ("scale_idle_requests", scale_idle_requests),
+    ("scale_switch_64", scale_switch_64),
+]
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", help="comma-separated benchmark names (default: all)")
+    ap.add_argument("--idle-seconds", type=float, default=30.0, help="scale_idle_requests: measuring window")
+    ap.add_argument("--idle-clients", type=int, default=10, help="scale_idle_requests: producers and consumers each")
+    ap.add_argument("--switch-processes", type=int, default=64, help="scale_switch_64: producer processes")
+    ap.add_argument("--child", choices=["idle", "switch"], help=argparse.SUPPRESS)
+    ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    ap.add_argument("--layout-topic", help=argparse.SUPPRESS)
+    ap.add_argument("--topic", help=argparse.SUPPRESS)
+    ap.add_argument("--clients", type=int, default=10, help=argparse.SUPPRESS)
+    ap.add_argument("--deadline", type=float, default=180.0, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child == "idle":
+        return _idle_child(a)
+    if a.child == "switch":
+        return _switch_child(a)
+    wanted = set(a.only.split(",")) if a.only else None
+    lines = []
+    for name, fn in BENCHMARKS:
+        if wanted is not None and name not in wanted:
+            continue
+        print(f"== {name}", flush=True)
+        lines.append(fn(a))
+        print(lines[-1], flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
