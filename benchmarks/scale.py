@@ -13,10 +13,11 @@ ends with one line::
   counting TCP proxy in front of a private embedded broker (whose advertised
   listener is the proxy), and a request counts when it names the layout log
   (its topic name or topic id). Target <= 1/s.
-- ``scale_switch_64``: 64 producer processes (``--switch-processes``) write
-  continuously; one expand; each reports its switch pause from seeing the
-  new layout (its follower applied it) to its first send under it. p50/p99;
-  target p99 < 500 ms. The processes share this machine's cores: on a small
+- ``scale_switch_64``: 64 producer processes (``--switch-processes``) each
+  send a keyed record every 50 ms (1,280 records/s in all: the broker is not
+  saturated) and one right when they see the new layout; one expand; each
+  reports its switch pause from seeing the new layout (its follower applied
+  it) to its first send under it. p50/p99; target p99 < 500 ms. The processes share this machine's cores: on a small
   machine the pause is mostly waiting for CPU (the result says how many
   cores there were).
 """
@@ -264,6 +265,18 @@ def scale_idle_requests(a: argparse.Namespace) -> str:
 # -- scale_switch_64 ----------------------------------------------------------------
 
 
+def _cpu_busy(since: Any = None) -> Any:
+    """Without ``since``: a /proc/stat sample; with one: the machine's busy
+    fraction since that sample."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle, total = fields[3] + fields[4], sum(fields)
+    if since is None:
+        return idle, total
+    d_total = total - since[1]
+    return 1.0 - (idle - since[0]) / d_total if d_total > 0 else float("nan")
+
+
 def _switch_child(a: argparse.Namespace) -> int:
     """One producer writing continuously; reports its pause from seeing the
     new layout to its first send under it."""
@@ -272,11 +285,13 @@ def _switch_child(a: argparse.Namespace) -> int:
     p = OrderedProducer({"bootstrap.servers": a.bootstrap, "ordered.layout.topic": a.layout_topic, "linger.ms": 5})
     follower = p._shared.follower
     seen: Dict[str, float] = {}
+    woken = threading.Event()
 
     def on_change() -> None:
         lay = follower.history.current(a.topic)
         if lay is not None and lay.epoch >= 2 and "t" not in seen:
             seen["t"] = time.monotonic()
+            woken.set()
 
     follower.add_listener(on_change)
     keys = [f"key-{i}".encode() for i in range(256)]
@@ -293,7 +308,7 @@ def _switch_child(a: argparse.Namespace) -> int:
             done = time.monotonic()
             break
         p.poll(0)
-        time.sleep(0.002)
+        woken.wait(a.interval)  # a send every interval, and one right when the new layout is seen
     reg = next((r for r in p.registrations if r.epoch >= 2), None)
     out = {"seen": "t" in seen, "done": done is not None,
            "pause_ms": (done - seen["t"]) * 1000 if done is not None and "t" in seen else None,
@@ -329,12 +344,19 @@ def scale_switch_64(a: argparse.Namespace) -> str:
             print(f"{n} producer processes running after {time.monotonic() - began:.1f} s "
                   f"({os.cpu_count()} cores); expanding 4 -> 8")
             time.sleep(1.0)
+            idle_busy = _cpu_busy()
+            time.sleep(2.0)
+            idle_busy = _cpu_busy(idle_busy)
+            busy = _cpu_busy()
             admin.expand(topic, 8)
             results = []
             for c in children:
                 assert c.stdout is not None
                 line = c.stdout.readline()
                 results.append(json.loads(line) if line else {})
+            busy = _cpu_busy(busy)
+            print(f"machine CPU busy: {idle_busy:.0%} before the expand (producers sending), {busy:.0%} from the "
+                  f"expand until the last producer switched ({os.cpu_count()} cores, shared with the broker)")
             pauses = [r["pause_ms"] for r in results if r.get("pause_ms") is not None]
             switches = [r["switch_ms"] for r in results if r.get("switch_ms") is not None]
             missing = n - len(pauses)
@@ -386,6 +408,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--topic", help=argparse.SUPPRESS)
     ap.add_argument("--clients", type=int, default=10, help=argparse.SUPPRESS)
     ap.add_argument("--deadline", type=float, default=180.0, help=argparse.SUPPRESS)
+    ap.add_argument("--interval", type=float, default=0.05, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child == "idle":
         return _idle_child(a)
