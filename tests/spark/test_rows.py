@@ -118,3 +118,40 @@ def test_headers_and_batch_read(spark: Any, bootstrap: str, data_topic: str, lay
                                   endingOffsets=f'{{"{data_topic}":{{"0":20,"1":5,"2":0,"3":0}}}}')).load())
     offsets = sorted((r["partition"], r["offset"]) for r in ranged.select("partition", "offset").collect())
     assert offsets == [(0, o) for o in range(10, 20)] + [(1, o) for o in range(5)]
+
+
+def test_the_stamp_never_reaches_spark_rows(spark: Any, bootstrap: str, unique: Callable[[str], str],
+                                             layout_topic: str, tmp_path: Any) -> None:
+    """Records written after a registration carry kafka-ordered.reg (a plain
+    read shows it); the source's rows do not, and keep the application's headers."""
+    from kafka_ordered import OrderedProducer, partition_for
+    from kafka_ordered.tokens import HEADER
+
+    topic = unique("stamped")
+    conf = {"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}
+    with LayoutAdmin(conf) as admin:
+        admin.create_topic(topic, 2, physical_partitions=4)
+        producer = OrderedProducer({**conf, "linger.ms": 5})
+        keys = [f"k{i}".encode() for i in range(100)]
+        for k in keys:
+            producer.produce(topic, b"before", k, headers=[("app", b"1")])
+        producer.flush(10)
+        admin.expand(topic, 4)
+        for k in keys:
+            producer.produce(topic, b"after", k, headers=[("app", b"1")])
+        assert producer.flush(10) == 0
+        producer.close()
+    plain = _plain_read(bootstrap, topic, 4)
+    stamped = [r for r in plain if r[7] and any(k == HEADER for k, _ in r[7])]
+    assert stamped and {r[3] for r in stamped} == {2, 3}
+    assert any(partition_for(k, 2, 4) >= 2 for k in keys)
+    df = (spark.readStream.format("kafka_ordered")
+          .options(**_options(bootstrap, topic, layout_topic, includeHeaders="true")).load())
+    sink: BatchSink = BatchSink()
+    q = (df.selectExpr(*SELECT, "headers").writeStream.foreachBatch(sink)
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None
+    got = _spark_rows(sink.rows())
+    assert len(got) == len(plain) == 200
+    assert all(r[7] == [("app", b"1")] for r in got)
