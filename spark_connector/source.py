@@ -9,9 +9,11 @@ later batch than the source records they wait for. Data end offsets are read
 before the layout log is caught up (freshness: every registration a planned
 record depends on was appended before that record, hence before the sync).
 
-Everything driver-side (layout follower, offset reader, admin client) lives
-in a lazily created runtime that is never pickled; executors read their
-range with their own consumer.
+Everything driver-side lives in a lazily created runtime that is never
+pickled: it shares the process's layout-log resources (one follower, admin
+client and offset reader per cluster and layout log, with every other query,
+producer and consumer of the driver process, :mod:`kafka_ordered.resources`);
+executors read their range with their own consumer.
 
 The source never creates a topic, and never falls back to reading ungated
 without being told to. Both checks need the broker, so they run when the
@@ -39,7 +41,6 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 try:
     from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -69,19 +70,17 @@ except ImportError as _e:  # pragma: no cover - depends on the installation
 
     raise missing_extra(_e) from _e
 
-from kafka_ordered.config import DEFAULT_LAYOUT_TOPIC, internal_config
+from kafka_ordered.config import DEFAULT_LAYOUT_TOPIC
 from kafka_ordered.errors import (
     BrokerUnavailableError,
     ConfigError,
     KafkaOrderedError,
     LayoutLogError,
-    ProtocolVersionError,
     TopicNotManagedError,
     UnknownTopicError,
 )
+from kafka_ordered import resources
 from kafka_ordered.history import Gate
-from kafka_ordered.layout_log import LayoutFollower
-from kafka_ordered.offsets import OffsetReader
 
 from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions, parse_options
 from .planning import (
@@ -216,7 +215,6 @@ class _Runtime:
         self.opts = opts
         self.timeout = opts.timeout_s
         self.conn: Dict[str, Any] = {"isolation.level": "read_uncommitted", **opts.conn}
-        self.link = internal_config(self.conn, "consumer")
         self._ts_consumer: Optional[Consumer] = None
         # Topics read by the first planning, and since when each topic has
         # been seen without a layout (grace for later subscribePattern matches).
@@ -225,24 +223,13 @@ class _Runtime:
         #: The layout-log offset the last planning's view reached (every stamp
         #: in a planned range must name an offset below it).
         self.view_end = 0
-        self.offsets = OffsetReader(self.conn, self.timeout)
-        self.follower = LayoutFollower(
-            self.link,
-            opts.layout_topic,
-            corrupt_policy=opts.corrupt_policy,  # type: ignore[arg-type]
-            timeout=self.timeout,
-            create=False,
-            reader=self.offsets,
-        )
         try:
-            self.follower.start()
-            problem = self.follower.history.protocol_problem()
-            if problem is not None:
-                raise ProtocolVersionError(f"layout log {opts.layout_topic}: {problem}", protocol=None)
-            self.follower.require_protocol = True
+            # The process's shared layout-log resources: one follower and one
+            # admin client per cluster and layout log, also for every query.
+            self.shared = resources.acquire(self.conn, opts.layout_topic,
+                                            corrupt_policy=opts.corrupt_policy,  # type: ignore[arg-type]
+                                            timeout=self.timeout, create=False, require_protocol=True)
         except UnknownTopicError as e:
-            self.follower.close()
-            self.offsets.close()
             raise LayoutTopicNotFoundError(
                 f"option ordered.layout.topic={opts.layout_topic!r}: the layout log topic {opts.layout_topic} does "
                 f"not exist (bootstrap {self.conn.get('bootstrap.servers')}). The kafka_ordered source never "
@@ -250,12 +237,10 @@ class _Runtime:
                 f"use (default {DEFAULT_LAYOUT_TOPIC}), or create it by putting a topic under management "
                 "(`kafka-ordered create` / `kafka-ordered adopt`)."
             ) from e
-        except BaseException:
-            self.follower.close()
-            self.offsets.close()
-            raise
+        self.follower = self.shared.follower
+        self.offsets = self.shared.offsets
+        self.admin = self.shared.admin
         try:
-            self.admin = AdminClient({"log_level": 3, **internal_config(self.conn, "producer")})
             self.offsets.warm_up()  # else the first end-offset read waits ~0.5 s for metadata
         except BaseException:
             self.close()
@@ -448,10 +433,12 @@ class _Runtime:
         return out
 
     def close(self) -> None:
-        """Close every client (best effort; never raises)."""
-        for closer in (self.follower.close, self.offsets.close):
+        """Give back the shared resources and close the runtime's own client
+        (best effort; never raises; idempotent)."""
+        shared, self.shared = self.shared, None  # type: ignore[assignment]
+        if shared is not None:
             try:
-                closer()
+                shared.release()
             except Exception:  # pragma: no cover - best effort
                 pass
         if self._ts_consumer is not None:

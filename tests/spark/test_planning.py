@@ -253,3 +253,27 @@ def test_reader_min_offsets_waits_for_enough_records(transition: Any) -> None:
         assert reader.latestOffset(first, ReadMinRows(5000)) != first
     finally:
         reader.stop()
+
+
+def test_the_driver_shares_the_process_layout_log_resources(bootstrap: str, unique: Any) -> None:
+    """One follower and one admin client per cluster and layout log in a
+    process: a query's driver runtime joins the set the process's producers
+    and admins use, and gives it back when it stops."""
+    from kafka_ordered import LayoutAdmin, resources
+    from spark_connector.options import parse_options
+    from spark_connector.source import _Runtime
+
+    layout_topic, topic = unique("_kafka_ordered"), unique("shared")
+    with LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}) as admin:
+        admin.create_topic(topic, 2)
+        sets = resources.active_count()
+        opts = parse_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+                              "ordered.layout.topic": layout_topic}, streaming=True)
+        rt = _Runtime(opts)
+        try:
+            assert resources.active_count() == sets  # no set of its own
+            assert rt.follower is admin._shared.follower and rt.admin is admin._shared.admin
+        finally:
+            rt.close()
+            rt.close()  # idempotent
+        assert admin.layout(topic).partitions == 2  # the admin's set is still open
