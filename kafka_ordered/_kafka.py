@@ -70,8 +70,10 @@ class OffsetReader:
         self._admin: Optional[AdminClient] = admin
         self._known_topics: set = set()
         self._lock = threading.Lock()
+        self._used = time.monotonic()
 
     def _get_consumer(self) -> Consumer:
+        self._used = time.monotonic()
         if self._consumer is None:
             self._consumer = Consumer(
                 {
@@ -221,6 +223,23 @@ class OffsetReader:
     def clients(self) -> int:
         """librdkafka client instances this reader has open (its consumer, if made)."""
         return 0 if self._consumer is None else 1
+
+    def close_if_idle(self, idle_s: float) -> bool:
+        """Close the consumer when it has not been used for ``idle_s`` seconds
+        (the next read makes a new one); returns whether it did."""
+        if self._consumer is None or time.monotonic() - self._used < idle_s:
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False  # in use right now
+        try:
+            if self._consumer is None or time.monotonic() - self._used < idle_s:
+                return False
+            c, self._consumer = self._consumer, None
+            self._known_topics = set()
+        finally:
+            self._lock.release()
+        c.close()
+        return True
 
     def close(self) -> None:
         with self._lock:

@@ -21,7 +21,7 @@ from ._kafka import OffsetReader, new_admin
 from .config import connection_identity
 from .errors import ProtocolVersionError
 from .history import CorruptPolicy, LayoutHistory
-from .layout_log import LayoutFollower, LayoutLog
+from .layout_log import IDLE_CLOSE_S, LayoutFollower, LayoutLog
 
 __all__ = ["Shared", "acquire", "active_count", "client_count"]
 
@@ -70,6 +70,15 @@ class Shared:
         """The offset reader (thread-safe; shared by every client of the process
         and by the follower's catch-up reads)."""
         return self._offsets
+
+    def close_idle(self, idle_s: float = IDLE_CLOSE_S) -> None:
+        """Close the offset reader's consumer and the writer when unused for
+        ``idle_s`` (the follower thread calls this; they are made again on use)."""
+        self._offsets.close_if_idle(idle_s)
+        with self._lock:
+            w = self._writer
+        if w is not None:
+            w.close_if_idle(idle_s)
 
     def clients(self) -> int:
         """librdkafka client instances this set holds now."""
@@ -157,6 +166,7 @@ def acquire(conn: Mapping[str, Any], topic: str, *, corrupt_policy: CorruptPolic
             offsets.close()
             raise
         shared = _registry[key] = Shared(key, conn, topic, follower, timeout, admin, offsets)
+        follower.housekeeping = shared.close_idle
     try:
         _check_protocol(shared, require_protocol)
     except BaseException:

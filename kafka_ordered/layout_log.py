@@ -51,6 +51,12 @@ _GAP_BACKOFF_S = 0.02
 LONG_POLL_MS = 5000
 #: How often the follower thread wakes to check for close (no request involved).
 _WAKE_S = 0.25
+#: How often the follower thread does its chores (closing idle clients).
+_HOUSEKEEPING_S = 5.0
+#: Clients made on demand (the catch-up/offset reader's consumer, the writer)
+#: are closed after this long unused, so an idle process keeps only the
+#: follower's consumer and the admin client.
+IDLE_CLOSE_S = 60.0
 
 _LOG_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
 
@@ -73,6 +79,7 @@ class LayoutLog:
         self._admin = admin if admin is not None else new_admin(self._conn)
         self._producer: Optional[Producer] = None
         self._lock = threading.Lock()
+        self._used = time.monotonic()
 
     def ensure(self, create: bool = True) -> None:
         """Make sure the layout log exists and cannot lose records.
@@ -202,9 +209,26 @@ class LayoutLog:
         while p.flush(0) and time.monotonic() < deadline:
             pass
 
+    def close_if_idle(self, idle_s: float) -> bool:
+        """Close the producer when nothing was appended for ``idle_s`` seconds
+        (the next append makes a new one); returns whether it did."""
+        if self._producer is None or time.monotonic() - self._used < idle_s:
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._producer is None or time.monotonic() - self._used < idle_s:
+                return False
+            p, self._producer = self._producer, None
+        finally:
+            self._lock.release()
+        p.flush(self.timeout)
+        return True
+
     def append(self, key: bytes, value: bytes) -> int:
         """Append one record and wait for its acknowledgement; returns its offset."""
         with self._lock:
+            self._used = time.monotonic()
             p = self._get_producer()
             result: Dict[str, Any] = {}
 
@@ -306,6 +330,9 @@ class LayoutFollower:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._reported_legacy = 0
+        #: Called about every :data:`_HOUSEKEEPING_S` from the follower thread
+        #: (the shared set closes clients it has not used for a while).
+        self.housekeeping: Optional[Callable[[], None]] = None
 
     # -- life cycle
 
@@ -367,8 +394,15 @@ class LayoutFollower:
     def _run(self) -> None:
         c = self._tail
         assert c is not None
+        chores = time.monotonic() + _HOUSEKEEPING_S
         while not self._stop.is_set():
             try:
+                if time.monotonic() >= chores:
+                    chores = time.monotonic() + _HOUSEKEEPING_S
+                    if self.housekeeping is not None:
+                        self.housekeeping()
+                    if self._own_reader is not None:
+                        self._own_reader.close_if_idle(IDLE_CLOSE_S)
                 msgs = c.consume(500, _WAKE_S)
                 before = self.history.version
                 if msgs:

@@ -414,3 +414,28 @@ def test_a_transactional_producer_stamps_until_a_stamped_record_is_committed(
     log_id = producer._shared.follower.log_id
     assert [(m.value(), s) for m, s in zip(records, _stamps(records))] == [
         (b"aborted", (log_id, reg.offset)), (b"b", (log_id, reg.offset)), (b"c", None)]
+
+
+def test_clients_made_for_a_switch_are_closed_when_idle_and_made_again(
+    admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], bootstrap: str, topic: str,
+) -> None:
+    admin.create_topic(topic, 2, physical_partitions=8)
+    producer = make_producer(**OWN_FOLLOWER)
+    shared = producer._shared
+    producer.produce(topic, b"v", KEYS[0])
+    producer.flush(10)
+    admin.expand(topic, 4)
+    _wait(lambda: producer.history.current(topic).epoch == 2, 15)  # type: ignore[union-attr]
+    producer.produce(topic, b"v", KEYS[1])
+    producer.flush(10)
+    assert producer.registrations[-1].offset is not None
+    assert shared.clients() == 4  # follower, admin, offset reader, writer
+    shared.close_idle(3600.0)
+    assert shared.clients() == 4  # used a moment ago: kept
+    shared.close_idle(0.0)
+    assert shared.clients() == 2  # an idle process keeps the follower and the admin client
+    admin.expand(topic, 6)
+    _wait(lambda: producer.history.current(topic).epoch == 3, 15)  # type: ignore[union-attr]
+    producer.produce(topic, b"v", KEYS[2])  # the next switch makes them again
+    assert producer.flush(10) == 0
+    assert producer.registrations[-1].epoch == 3 and producer.registrations[-1].offset is not None
