@@ -55,6 +55,10 @@ class Scenario:
     producer_kill: bool = False  # restart by SIGKILL (in-flight records carry no promise)
     consumer_restart: bool = False  # a killed consumer comes back (rejoins the group)
     corrupt_layout_at: Optional[float] = None  # append an unparsable record to the layout log
+    kafka_python_producers: int = 0  # how many of the producers use kafka-python (the rest confluent-kafka)
+    kafka_python_consumers: bool = False  # the group's members use kafka-python (one client per group)
+    manual_commit: bool = False  # consumers commit synchronously after each processed batch
+    poison: bool = False  # producers also send refused (oversized) and unparsable records
     seed: int = 0
     drain_timeout_s: float = 60.0
 
@@ -67,6 +71,8 @@ class ScenarioResult:
     stall_s: float
     elapsed_s: float
     epochs: List[int] = field(default_factory=list)
+    refused: int = 0  # poison records the producers' clients refused
+    poison_skipped: int = 0  # unparsable records the consumers skipped
 
     def row(self) -> Dict[str, Any]:
         r = self.report
@@ -87,11 +93,44 @@ class ScenarioResult:
 # -- workers (run as `python -m kafka_ordered.testing.demo worker-...`)
 
 
+POISON_VALUE = b"poison"
+# Producers run with a small maximum message size so that an oversized
+# record is refused locally, as a user's bad record would be.
+_MAX_BYTES = 100_000
+
+
+class _PlainKafkaPython:
+    """kafka-python's ``KafkaProducer`` placing keys as the plain confluent
+    producer does (murmur2 over the current count): the control."""
+
+    def __init__(self, bootstrap: str, layout_topic: str) -> None:
+        from kafka import KafkaProducer
+
+        from ..layout_log import LayoutFollower
+
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+                                      max_request_size=_MAX_BYTES)
+        self.follower = LayoutFollower({"bootstrap.servers": bootstrap}, layout_topic).start()
+
+    def send(self, topic: str, value: bytes, key: bytes) -> Any:
+        from .. import _hashing
+
+        n = self.follower.history.current(topic).partitions  # type: ignore[union-attr]
+        return self.producer.send(topic, value=value, key=key, partition=_hashing.murmur2(key) % n)
+
+    def close(self) -> None:
+        self.producer.flush(30)
+        self.producer.close(10)
+        self.follower.close()
+
+
 def _producer_worker(a: argparse.Namespace) -> int:
-    from confluent_kafka import Producer
+    """Writes per-key sequence numbers; each acknowledged record becomes a
+    line ``key, value, partition, offset, ack time (ns)``. Records the client
+    refuses (``--poison``) are counted, never written."""
+    from confluent_kafka import KafkaException, Producer
 
     from .. import _hashing
-    from ..confluent import OrderedProducer
     from ..layout_log import LayoutFollower
 
     stop = {"now": False}
@@ -100,19 +139,62 @@ def _producer_worker(a: argparse.Namespace) -> int:
     out = open(a.out, "a", buffering=1 << 16)
     base = a.incarnation * 1_000_000
     seqs: Dict[int, int] = {}
+    refused = {"n": 0}
+
+    def line(key: bytes, value: bytes, partition: int, offset: int) -> None:
+        out.write(f"{key.decode()}\t{value.decode()}\t{partition}\t{offset}\t{time.time_ns()}\n")
 
     def acked(err: Any, msg: Any) -> None:
         if err is None:
-            out.write(f"{msg.key().decode()}\t{msg.value().decode()}\t{msg.partition()}\t{msg.offset()}\n")
+            if msg.value() != POISON_VALUE:
+                line(msg.key(), msg.value(), msg.partition(), msg.offset())
+        else:
+            refused["n"] += 1
 
-    conf = {"bootstrap.servers": a.bootstrap, "linger.ms": 5}
+    kafka_python = a.client == "kafka-python"
     follower = None
-    if a.ordered:
+    if kafka_python and a.ordered:
+        from ..kafka_python import OrderedKafkaProducer
+
         extra = {"ordered.producer.id": a.id} if a.stable else {}
-        producer: Any = OrderedProducer({**conf, "ordered.layout.topic": a.layout_topic, **extra})
+        producer: Any = OrderedKafkaProducer(bootstrap_servers=a.bootstrap, linger_ms=5,
+                                             max_request_size=_MAX_BYTES,
+                                             **{"ordered.layout.topic": a.layout_topic, **extra})
+    elif kafka_python:
+        producer = _PlainKafkaPython(a.bootstrap, a.layout_topic)
     else:
-        producer = Producer({**conf, "acks": "all", "enable.idempotence": True})
-        follower = LayoutFollower({"bootstrap.servers": a.bootstrap}, a.layout_topic).start()
+        conf = {"bootstrap.servers": a.bootstrap, "linger.ms": 5, "message.max.bytes": _MAX_BYTES}
+        if a.ordered:
+            from ..confluent import OrderedProducer
+
+            extra = {"ordered.producer.id": a.id} if a.stable else {}
+            producer = OrderedProducer({**conf, "ordered.layout.topic": a.layout_topic, **extra})
+        else:
+            producer = Producer({**conf, "acks": "all", "enable.idempotence": True})
+            follower = LayoutFollower({"bootstrap.servers": a.bootstrap}, a.layout_topic).start()
+
+    def send(key: bytes, value: bytes) -> None:
+        if kafka_python:
+            try:
+                fut = producer.send(a.topic, value=value, key=key)
+            except Exception:  # refused locally (e.g. MessageSizeTooLargeError)
+                refused["n"] += 1
+                return
+            if value == POISON_VALUE:
+                return
+            fut.add_callback(lambda md: line(key, value, md.partition, md.offset))
+            fut.add_errback(lambda _e: refused.update(n=refused["n"] + 1))
+            return
+        try:
+            if a.ordered:
+                producer.produce(a.topic, value, key, on_delivery=acked)
+            else:
+                n = follower.history.current(a.topic).partitions  # type: ignore[union-attr]
+                producer.produce(a.topic, value, key, _hashing.murmur2(key) % n, on_delivery=acked)
+        except (KafkaException, BufferError, ValueError, TypeError):
+            refused["n"] += 1
+        producer.poll(0)
+
     out.write("#ready\n")
     out.flush()
     interval = 1.0 / a.rate
@@ -121,15 +203,14 @@ def _producer_worker(a: argparse.Namespace) -> int:
     while not stop["now"]:
         k = rng.randrange(a.keys)
         key = f"key-{k:05d}".encode()
+        if a.poison and rng.random() < 0.002:
+            # A record the client refuses, then one no consumer can parse:
+            # both must fail or be skipped alone, never wedge what follows.
+            send(key, b"x" * (_MAX_BYTES * 2))
+            send(key, POISON_VALUE)
         seq = seqs.get(k, base)
         seqs[k] = seq + 1
-        value = encode_value(a.id, seq)
-        if a.ordered:
-            producer.produce(a.topic, value, key, on_delivery=acked)
-        else:
-            n = follower.history.current(a.topic).partitions  # type: ignore[union-attr]
-            producer.produce(a.topic, value, key, _hashing.murmur2(key) % n, on_delivery=acked)
-        producer.poll(0)
+        send(key, encode_value(a.id, seq))
         next_at += interval
         now = time.monotonic()
         if next_at > now:
@@ -137,57 +218,102 @@ def _producer_worker(a: argparse.Namespace) -> int:
         if now - last_flush > 0.2:
             out.flush()
             last_flush = now
-    producer.flush(30)
-    if a.ordered:
-        for r in producer.registrations:
-            out.write(f"#registration\t{r!r}\n")
+    if kafka_python:
+        if a.ordered:
+            producer.flush(30)
+            for r in producer.registrations:
+                out.write(f"#registration\t{r!r}\n")
         producer.close()
-    elif follower is not None:
-        follower.close()
+    else:
+        producer.flush(30)
+        if a.ordered:
+            for r in producer.registrations:
+                out.write(f"#registration\t{r!r}\n")
+            producer.close()
+        elif follower is not None:
+            follower.close()
+    out.write(f"#refused\t{refused['n']}\n")
     out.close()
     return 0
 
 
 def _consumer_worker(a: argparse.Namespace) -> int:
-    from confluent_kafka import Consumer
-
-    from ..confluent import OrderedConsumer
-
+    """One group member; each delivered record becomes a line ``key, value,
+    partition, offset, delivery time (ns)``. Unparsable (poison) records are
+    skipped by the application, as a real one would."""
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     out = open(a.out, "a", buffering=1 << 16)
-    conf = {"bootstrap.servers": a.bootstrap, "group.id": a.group, "auto.offset.reset": "earliest",
-            **group_config(bool(a.embedded))}
-    if a.ordered:
-        consumer: Any = OrderedConsumer({**conf, "ordered.layout.topic": a.layout_topic})
+    kafka_python = a.client == "kafka-python"
+    manual = bool(a.manual_commit)
+    if kafka_python:
+        from kafka import KafkaConsumer
+
+        conf: Dict[str, Any] = {"bootstrap_servers": a.bootstrap, "group_id": a.group,
+                                "auto_offset_reset": "earliest", "enable_auto_commit": not manual,
+                                **group_config(bool(a.embedded), kafka_python=True)}
+        if a.ordered:
+            from ..kafka_python import OrderedKafkaConsumer
+
+            consumer: Any = OrderedKafkaConsumer(a.topic, **conf, **{"ordered.layout.topic": a.layout_topic})
+        else:
+            consumer = KafkaConsumer(a.topic, **conf)
     else:
-        consumer = Consumer(conf)
-    consumer.subscribe([a.topic])
+        from confluent_kafka import Consumer
+
+        conf = {"bootstrap.servers": a.bootstrap, "group.id": a.group, "auto.offset.reset": "earliest",
+                "enable.auto.commit": not manual, **group_config(bool(a.embedded))}
+        if a.ordered:
+            from ..confluent import OrderedConsumer
+
+            consumer = OrderedConsumer({**conf, "ordered.layout.topic": a.layout_topic})
+        else:
+            consumer = Consumer(conf)
+        consumer.subscribe([a.topic])
+
+    def batch() -> List[Tuple[bytes, bytes, int, int]]:
+        if kafka_python:
+            got = consumer.poll(timeout_ms=200, max_records=200)
+            return [(r.key, r.value, r.partition, r.offset) for records in got.values() for r in records]
+        return [(m.key(), m.value(), m.partition(), m.offset()) for m in consumer.consume(200, 0.2)
+                if m.error() is None]
+
+    def commit() -> None:
+        try:
+            if kafka_python:
+                consumer.commit()
+            else:
+                consumer.commit(asynchronous=False)
+        except Exception as e:  # nothing to commit yet, or a rebalance: at-least-once replays
+            out.write(f"#commit-failed\t{type(e).__name__}\n")
+
     out.write("#ready\n")
     out.flush()
     per_record = 1.0 / a.rate if a.rate > 0 else 0.0
+    poison = 0
     debug = os.environ.get("KAFKA_ORDERED_DEMO_DEBUG")
     last_debug = 0.0
     while not stop["now"]:
         if debug and a.ordered and time.monotonic() - last_debug > 1.0:
             last_debug = time.monotonic()
-            out.write(f"#gates\t{consumer.gate_status()!r}\n")
-        msgs = consumer.consume(200, 0.2)
+            out.write(f"#gates\t{consumer.gate_status()!r}\t{consumer.assignment()!r}\n")
+        records = batch()
         began = time.monotonic()
         at = time.time_ns()
-        n = 0
-        for m in msgs:
-            if m.error() is not None:
+        for key, value, partition, offset in records:
+            if value == POISON_VALUE:
+                poison += 1
                 continue
-            out.write(f"{m.key().decode()}\t{m.value().decode()}\t{m.partition()}\t{m.offset()}\t{at}\n")
-            n += 1
+            out.write(f"{key.decode()}\t{value.decode()}\t{partition}\t{offset}\t{at}\n")
         out.flush()
-        spare = n * per_record - (time.monotonic() - began)
+        if manual and records:
+            commit()
+        spare = len(records) * per_record - (time.monotonic() - began)
         if spare > 0:
             time.sleep(spare)
-    stall = sum(getattr(consumer, "stall_seconds", {}).values()) if a.ordered else 0.0
+    stall = sum(consumer.stall_seconds.values()) if a.ordered else 0.0
     consumer.close()
-    out.write(f"#stall\t{stall}\n")
+    out.write(f"#stall\t{stall}\n#poison\t{poison}\n")
     out.close()
     return 0
 
@@ -263,8 +389,11 @@ def run_scenario(
         common = ["--bootstrap", bootstrap, "--topic", topic, "--layout-topic", layout_topic,
                   "--ordered", "1" if scenario.ordered else "0", "--embedded", "1" if embedded else "0"]
 
+        consumer_client = "kafka-python" if scenario.kafka_python_consumers else "confluent"
+
         def consumer(i: int) -> subprocess.Popen:  # type: ignore[type-arg]
             p = _spawn(["worker-consumer", *common, "--group", group, "--rate", str(scenario.consumer_rate),
+                        "--client", consumer_client, "--manual-commit", "1" if scenario.manual_commit else "0",
                         "--out", str(tmp / f"consumer-{i}.tsv")], tmp / f"consumer-{i}.err")
             procs.append(p)
             return p
@@ -273,6 +402,8 @@ def run_scenario(
             p = _spawn(["worker-producer", *common, "--id", f"P{i}", "--incarnation", str(incarnation),
                         "--keys", str(scenario.keys), "--rate", str(scenario.rate),
                         "--seed", str(rng.randrange(1 << 30)), "--stable", "1" if scenario.stable_ids else "0",
+                        "--client", "kafka-python" if i < scenario.kafka_python_producers else "confluent",
+                        "--poison", "1" if scenario.poison else "0",
                         "--out", str(tmp / f"producer-{i}-{incarnation}.tsv")], tmp / f"producer-{i}.err")
             procs.append(p)
             return p
@@ -369,18 +500,27 @@ def run_scenario(
         for p in producers.values():
             p.wait(60)
         oracle = OrderingOracle()
+        acked: set = set()  # (key, value) of every acknowledged record
+        refused = poison_skipped = 0
         for path in sorted(tmp.glob("producer-*.tsv")):
             for line in path.read_text().splitlines():
+                if line.startswith("#refused"):
+                    refused += int(line.split("\t")[1])
                 if line.startswith("#"):
                     continue
-                key, value, _, _ = line.split("\t")
-                oracle.acknowledged_value(key.encode(), value.encode())
-        expected = len(oracle._acked)
+                key, value, partition, offset, at = line.split("\t")
+                acked.add((key, value))
+                oracle.acknowledged_value(key.encode(), value.encode(), int(partition), int(offset), int(at))
+        # Drain until every acknowledged record was delivered (records a
+        # killed producer sent but never saw acknowledged do not count).
         deadline = time.monotonic() + scenario.drain_timeout_s
         while time.monotonic() < deadline:
             read_tails()
-            seen = {tuple(line.split("\t")[:2]) for lines in all_lines for line in lines if not line.startswith("#")}
-            if len(seen) >= expected:
+            for lines in all_lines:
+                for line in lines:
+                    if not line.startswith("#"):
+                        acked.discard(tuple(line.split("\t")[:2]))
+            if not acked:
                 break
             time.sleep(0.5)
         for p in consumers.values():
@@ -398,6 +538,8 @@ def run_scenario(
             for n, line in enumerate(all_lines[i]):
                 if line.startswith("#stall"):
                     stall += float(line.split("\t")[1])
+                if line.startswith("#poison"):
+                    poison_skipped += int(line.split("\t")[1])
                 if line.startswith("#"):
                     continue
                 key, value, partition, offset, at = line.split("\t")
@@ -405,8 +547,10 @@ def run_scenario(
         # One group's delivery order is real time across its members.
         deliveries.sort()
         for _, i, _, key, value, partition, offset in deliveries:
-            oracle.delivered_value(key.encode(), value.encode(), where=f"c{i} p{partition}@{offset}")
-        return ScenarioResult(scenario, oracle.report(), changes, stall, time.monotonic() - began, epochs)
+            oracle.delivered_value(key.encode(), value.encode(), where=f"c{i} p{partition}@{offset}",
+                                   partition=int(partition), offset=int(offset), at_ns=int(at))
+        return ScenarioResult(scenario, oracle.report(), changes, stall, time.monotonic() - began, epochs,
+                              refused, poison_skipped)
     finally:
         for p in procs:
             if p.poll() is None:
@@ -475,7 +619,9 @@ def _worker_main(argv: Sequence[str]) -> int:
     p.add_argument("role", choices=["worker-producer", "worker-consumer"])
     for name in ("--bootstrap", "--topic", "--layout-topic", "--out", "--id", "--group"):
         p.add_argument(name)
-    for name in ("--ordered", "--incarnation", "--keys", "--rate", "--seed", "--stable", "--embedded"):
+    p.add_argument("--client", choices=["confluent", "kafka-python"], default="confluent")
+    for name in ("--ordered", "--incarnation", "--keys", "--rate", "--seed", "--stable", "--embedded",
+                 "--manual-commit", "--poison"):
         p.add_argument(name, type=int, default=0)
     a = p.parse_args(argv)
     return _producer_worker(a) if a.role == "worker-producer" else _consumer_worker(a)

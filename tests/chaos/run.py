@@ -34,7 +34,7 @@ def main(argv: List[str]) -> int:
     external = os.environ.get(BOOTSTRAP_ENV)
     broker = None if external else EmbeddedBroker().start()
     bootstrap = external or broker.bootstrap_servers  # type: ignore[union-attr]
-    totals = {"produced": 0, "delivered": 0, "violations": 0, "missing": 0, "seeds": 0, "bad": 0}
+    totals = {"produced": 0, "delivered": 0, "violations": 0, "missing": 0, "holes": 0, "seeds": 0, "bad": 0}
     try:
         for seed in _seeds(args.seeds):
             sc = scenario_for(seed, plain=args.plain, duration_s=args.duration)
@@ -47,14 +47,16 @@ def main(argv: List[str]) -> int:
             totals["delivered"] += rep.delivered
             totals["violations"] += len(rep.violations)
             totals["missing"] += rep.missing
+            totals["holes"] += rep.tail_holes
             print(f"seed {seed:3d} {'plain' if args.plain else 'ordered':7s} {describe(sc)}: produced "
                   f"{rep.acknowledged} delivered {rep.delivered} violations {len(rep.violations)} "
-                  f"lost {rep.missing}{'  <-- FAIL' if bad else ''}", flush=True)
+                  f"lost {rep.missing} broker-tail-holes {rep.tail_holes} poison refused/skipped {r.refused}/{r.poison_skipped}{'  <-- FAIL' if bad else ''}", flush=True)
     finally:
         if broker is not None:
             broker.stop()
     print(f"total: {totals['seeds']} seeds, produced {totals['produced']}, delivered {totals['delivered']}, "
-          f"violations {totals['violations']}, lost {totals['missing']}, failing seeds {totals['bad']}")
+          f"violations {totals['violations']}, lost {totals['missing']}, broker tail holes {totals['holes']}, "
+          f"failing seeds {totals['bad']}")
     if args.plain:
         return 0 if totals["violations"] > 0 else 1
     return 1 if totals["bad"] else 0

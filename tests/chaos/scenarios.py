@@ -5,9 +5,13 @@ Each seed picks, over the scenario engine of :mod:`kafka_ordered.testing.demo`
 consumers, stable or anonymous producer ids, a random walk of expands and
 shrinks while the group drains, a producer SIGKILLed (or stopped) and
 restarted, a consumer SIGKILLed and maybe restarted, a member joining (a
-rebalance), and an unparsable record appended to the layout log. The
+rebalance), an unparsable record appended to the layout log, which client
+each producer uses and which one the group uses (confluent-kafka or
+kafka-python), auto or manual (synchronous, per batch) commits, and poison
+records (one the producer's client refuses, one no consumer can parse). The
 ordering oracle checks per-key order per producer and that every
-acknowledged record is delivered. ``plain=True`` runs the same scenario
+acknowledged record is delivered (the embedded broker's tail holes are
+counted apart, see ``kafka_ordered.testing.OrderingOracle``). ``plain=True`` runs the same scenario
 through confluent-kafka's own clients: the control that shows the oracle
 can fail.
 """
@@ -35,9 +39,10 @@ def scenario_for(seed: int, *, plain: bool = False, duration_s: float = 10.0) ->
     def at() -> Optional[float]:
         return round(rng.uniform(0.2, 0.8), 2) if rng.random() < 0.8 else None
 
+    producers = rng.randint(2, 3)
     return Scenario(
         ordered=not plain,
-        producers=rng.randint(2, 3),
+        producers=producers,
         keys=rng.choice([100, 300, 800]),
         rate=rng.choice([400, 800]),
         duration_s=duration_s,
@@ -53,6 +58,10 @@ def scenario_for(seed: int, *, plain: bool = False, duration_s: float = 10.0) ->
         producer_kill=rng.random() < 0.6,
         consumer_restart=rng.random() < 0.5,
         corrupt_layout_at=at(),
+        kafka_python_producers=rng.randint(0, producers),
+        kafka_python_consumers=rng.random() < 0.35,
+        manual_commit=rng.random() < 0.5,
+        poison=rng.random() < 0.5,
         seed=seed,
         drain_timeout_s=60.0,
     )
@@ -68,9 +77,13 @@ def describe(s: Scenario) -> str:
         faults.append(f"join@{s.member_join_at}")
     if s.corrupt_layout_at is not None:
         faults.append(f"corrupt-log@{s.corrupt_layout_at}")
+    if s.poison:
+        faults.append("poison")
     layouts = "->".join(str(n) for n in (s.initial, *s.layouts))
     ids = "stable" if s.stable_ids else "anonymous"
-    return f"{s.producers}p/{s.consumers}c {ids} {layouts} {' '.join(faults) or 'no faults'}"
+    clients = (f"{s.producers}p({s.kafka_python_producers}kp)/{s.consumers}c"
+               f"({'kp' if s.kafka_python_consumers else 'ck'},{'manual' if s.manual_commit else 'auto'})")
+    return f"{clients} {ids} {layouts} {' '.join(faults) or 'no faults'}"
 
 
 def run_seed(bootstrap: str, seed: int, *, plain: bool = False, embedded: Optional[bool] = None,

@@ -7,7 +7,10 @@ import pytest
 
 from .scenarios import describe, run_seed, scenario_for
 
-FIXED_SEEDS = (0, 1)
+# Two seeds that between them cover both clients on both sides, manual
+# commits, poison records, stable and anonymous ids, a SIGKILLed producer and
+# consumer, a joining member and a corrupt layout-log record.
+FIXED_SEEDS = (8, 21)
 
 
 def _check(bootstrap: str, seed: int, embedded: bool) -> None:
@@ -17,6 +20,8 @@ def _check(bootstrap: str, seed: int, embedded: bool) -> None:
     assert rep.acknowledged > 500, detail
     assert rep.violations == (), detail
     assert rep.missing == 0, detail
+    if r.scenario.poison:
+        assert r.refused > 0 and r.poison_skipped > 0, f"no poison record reached the clients: {detail}"
 
 
 @pytest.mark.parametrize("seed", FIXED_SEEDS)
@@ -31,6 +36,6 @@ def test_plain_clients_break_order_under_the_same_faults(bootstrap: str, embedde
 
 
 @pytest.mark.chaos
-@pytest.mark.parametrize("seed", range(2, 50))
+@pytest.mark.parametrize("seed", [s for s in range(50) if s not in FIXED_SEEDS])
 def test_seed(bootstrap: str, embedded: bool, seed: int) -> None:
     _check(bootstrap, seed, embedded)
