@@ -38,6 +38,7 @@ __all__ = [
     "CorruptLayoutRecordError",
     "UnsupportedLayoutVersionError",
     "ProtocolVersionError",
+    "StaleLayoutViewError",
     "ConcurrentLayoutChangeError",
     "HashDetectionError",
     "RegistrationError",
@@ -155,6 +156,14 @@ class ProtocolVersionError(LayoutLogError):
     def __init__(self, message: str, *, protocol: Optional[int] = None, code: Optional[int] = None) -> None:
         super().__init__(message, code=code)
         self.protocol = protocol
+
+
+class StaleLayoutViewError(LayoutLogError):
+    """A record about to be delivered is stamped (``kafka-ordered.reg``) with
+    a registration that the layout view it was planned with did not include.
+    Raised by the Spark source's readers instead of delivering the record out
+    of order; with protocol 2 producers it means a bug, never a race (a
+    batch's data end offsets are read before the layout log)."""
 
 
 class HashDetectionError(KafkaOrderedError, ValueError):

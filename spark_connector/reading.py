@@ -31,7 +31,7 @@ except ImportError as _e:  # pragma: no cover - depends on the installation
     raise missing_extra(_e) from _e
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from kafka_ordered.errors import KafkaOrderedError
+from kafka_ordered.errors import KafkaOrderedError, StaleLayoutViewError
 from kafka_ordered.tokens import has_header, stamp_of, strip
 
 __all__ = [
@@ -61,13 +61,6 @@ POOL_STATS_ENV = "KAFKA_ORDERED_SPARK_POOL_STATS"
 #: Rows per Arrow record batch handed to Spark.
 ROWS_PER_BATCH = 20_000
 _CONSUME_BATCH = 5_000
-
-
-class StaleLayoutViewError(KafkaOrderedError):
-    """A record in a planned range is stamped with a layout-log registration
-    the planner's view did not include (a protocol violation: planning reads
-    data end offsets before the layout log, so this cannot happen with
-    protocol 2 producers)."""
 
 
 class DataLossError(KafkaOrderedError):

@@ -155,3 +155,35 @@ def test_the_stamp_never_reaches_spark_rows(spark: Any, bootstrap: str, unique: 
     got = _spark_rows(sink.rows())
     assert len(got) == len(plain) == 200
     assert all(r[7] == [("app", b"1")] for r in got)
+
+
+def test_a_reader_refuses_a_stamp_beyond_the_planned_view(bootstrap: str, unique: Callable[[str], str]) -> None:
+    """Executors check every stamp against the planning's view: a stamp of the
+    log at or past it fails the task instead of delivering out of order; a
+    stamp of another log is only removed."""
+    import pyarrow as pa
+
+    from kafka_ordered.errors import StaleLayoutViewError
+    from kafka_ordered.tokens import HEADER
+    from spark_connector.reading import KafkaRange, read_range
+
+    topic = unique("stamps")
+    p = Producer({"bootstrap.servers": bootstrap, "log_level": 3})
+    p.produce(topic, b"a", b"k", partition=0, headers=[(HEADER, b"thislog:7"), ("app", b"1")])
+    p.produce(topic, b"b", b"k", partition=0, headers=[(HEADER, b"otherlog:900")])
+    assert p.flush(10) == 0
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(kafka_schema(True), timezone="UTC")
+    conn = {"bootstrap.servers": bootstrap}
+
+    def read(view_end: int) -> List[Any]:
+        rng = KafkaRange(topic, 0, 0, 2, "thislog", view_end)
+        return [b for b in read_range(conn, rng, schema, include_headers=True, fail_on_data_loss=True,
+                                      poll_timeout_ms=10000)]
+
+    with pytest.raises(StaleLayoutViewError, match="beyond the planning's view"):
+        read(7)
+    rows = pa.Table.from_batches(read(8)).to_pylist()
+    assert [r["value"] for r in rows] == [b"a", b"b"]
+    assert [r["headers"] for r in rows] == [[{"key": "app", "value": b"1"}], None]
