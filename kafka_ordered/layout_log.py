@@ -50,7 +50,7 @@ _GAP_BACKOFF_S = 0.02
 #: new (``fetch.wait.max.ms``): an idle process sends one request per wait.
 LONG_POLL_MS = 5000
 #: How often the follower thread wakes to check for close (no request involved).
-_WAKE_S = 0.25
+_WAKE_S = 0.1
 #: How often the follower thread does its chores (closing idle clients).
 _HOUSEKEEPING_S = 5.0
 #: Clients made on demand (the catch-up/offset reader's consumer, the writer)
