@@ -548,7 +548,7 @@ def run_scenario(
         deliveries.sort()
         for _, i, _, key, value, partition, offset in deliveries:
             oracle.delivered_value(key.encode(), value.encode(), where=f"c{i} p{partition}@{offset}",
-                                   partition=int(partition), offset=int(offset), at_ns=int(at))
+                                   partition=int(partition), offset=int(offset), batch=f"c{i}@{at}")
         return ScenarioResult(scenario, oracle.report(), changes, stall, time.monotonic() - began, epochs,
                               refused, poison_skipped)
     finally:
