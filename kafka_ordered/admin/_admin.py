@@ -37,7 +37,7 @@ from ..errors import (
 from ..history import Gate, LayoutHistory, Registration, encode_layout
 from ..layout import DEFAULT_SETTLE_MS, HashName, Layout, matching_hashes
 from ..placement import HealPlan, MinRequiredReplicationFactor, PartitionLimits, PlacementPlan
-from . import _cluster
+from . import _args, _cluster
 from ._replicas import ReplicaPlacement
 from ._results import (
     AdoptResult,
@@ -125,8 +125,8 @@ class LayoutAdmin:
 
     def layout(self, topic: str) -> Layout:
         """The current layout of a managed topic. Raises :class:`UnknownTopicError`
-        or :class:`TopicNotManagedError`."""
-        cur = self.sync().current(topic)
+        or :class:`TopicNotManagedError`; ``TypeError`` when ``topic`` is not a ``str``."""
+        cur = self.sync().current(_args.topic_name(topic))
         if cur is None:
             if not topic_exists(self._admin, topic, self.timeout):
                 raise UnknownTopicError(f"topic {topic} does not exist", code=KafkaError.UNKNOWN_TOPIC_OR_PART)
@@ -191,6 +191,7 @@ class LayoutAdmin:
         brokers; the missing replicas are then in ``last_placement.missing``
         and :meth:`heal` adds them once brokers return.
         """
+        _args.topic_name(topic)
         layout = Layout(topic, 1, initial_partitions, initial_partitions,
                         physical_partitions if physical_partitions is not None else initial_partitions,
                         hash=hash, settle_ms=settle_ms)
@@ -245,7 +246,7 @@ class LayoutAdmin:
         explicit ``hash`` skips detection (keys written with another hash then
         move). Raises :class:`TopicAlreadyManagedError`, :class:`UnknownTopicError`.
         """
-        if self.sync().current(topic) is not None:
+        if self.sync().current(_args.topic_name(topic)) is not None:
             raise TopicAlreadyManagedError(f"topic {topic} is already managed")
         count = partition_count(self._admin, topic, self.timeout)
         records = 0
@@ -355,23 +356,26 @@ class LayoutAdmin:
         the initial count); the removed partitions become draining."""
         return self._append(self.layout(topic).shrunk(partitions), "shrink")
 
-    def retire(self, topic: str, groups: Iterable[str] = (), *, delete_records: bool = False) -> RetireResult:
+    def retire(self, topic: str, groups: _args.GroupIds = (), *, delete_records: bool = False) -> RetireResult:
         """Turn draining partitions that are empty, or fully consumed by every
         group in ``groups``, into spares.
+
+        ``groups`` is one consumer group id (a ``str``) or a sequence (or set)
+        of them; anything else raises ``TypeError`` before anything is read.
 
         With ``delete_records=True`` the records of retired partitions are
         deleted (DeleteRecords; raises :class:`UnsupportedBrokerApiError` on
         brokers without it, before anything changes).
         """
+        wanted = _args.group_ids(groups)
         cur = self.layout(topic)
-        groups = list(groups)
         draining = sorted(cur.draining)
         if not draining:
             return RetireResult(cur, frozenset(), {})
         tps = [(topic, q) for q in draining]
         ends = self._offsets.end_offsets(tps)
         starts = self._offsets.start_offsets(tps)
-        committed = {g: self.committed(g, tps) for g in groups}
+        committed = {g: self.committed(g, tps) for g in wanted}
         retired: List[int] = []
         still: Dict[int, str] = {}
         for q in draining:
@@ -379,10 +383,10 @@ class LayoutAdmin:
             if start >= end:
                 retired.append(q)
                 continue
-            if not groups:
+            if not wanted:
                 still[q] = f"holds offsets {start}..{end - 1} and no consumer group was named"
                 continue
-            behind = {g: committed[g].get((topic, q), -1) for g in groups if committed[g].get((topic, q), -1) < end}
+            behind = {g: committed[g].get((topic, q), -1) for g in wanted if committed[g].get((topic, q), -1) < end}
             if behind:
                 still[q] = "not fully consumed: " + ", ".join(
                     f"{g} at {off if off >= 0 else 'no commit'} of {end}" for g, off in sorted(behind.items())
@@ -414,7 +418,7 @@ class LayoutAdmin:
         the largest replica count among its partitions (pass it after a
         degraded creation made by another process).
         """
-        return self._replicas.plan_heal(topic, replication_factor=replication_factor, max_partitions=max_partitions,
+        return self._replicas.plan_heal(_args.topic_name(topic), replication_factor=replication_factor, max_partitions=max_partitions,
                                         ignore_racks=ignore_racks)
 
     def heal(
@@ -444,7 +448,7 @@ class LayoutAdmin:
         the reassigned partitions (results in ``result.elections``; an
         election that cannot run is reported as failed results).
         """
-        return self._replicas.heal(topic, replication_factor=replication_factor, max_partitions=max_partitions,
+        return self._replicas.heal(_args.topic_name(topic), replication_factor=replication_factor, max_partitions=max_partitions,
                                    ignore_racks=ignore_racks, elect_leaders=elect_leaders)
 
     def elect_leaders(self, topic: str, partitions: Optional[Iterable[int]] = None) -> Dict[int, ElectionResult]:
@@ -454,9 +458,11 @@ class LayoutAdmin:
         ``"elected"``, ``"not_needed"`` or ``"failed"`` with the broker's
         error). Raises :class:`UnsupportedBrokerApiError` (api
         ``"ElectLeaders"``) on brokers without the API,
-        :class:`UnknownTopicError`, :class:`BrokerUnavailableError`.
+        :class:`UnknownTopicError`, :class:`BrokerUnavailableError`;
+        ``TypeError`` when ``partitions`` is not a sequence of ints.
         """
-        return self._replicas.elect_leaders(topic, partitions)
+        _args.topic_name(topic)
+        return self._replicas.elect_leaders(topic, None if partitions is None else _args.partition_ids(partitions))
 
     # -- placement
 
@@ -511,8 +517,10 @@ class LayoutAdmin:
     # -- describing
 
     def committed(self, group: str, tps: Sequence[Tuple[str, int]]) -> Dict[Tuple[str, int], int]:
-        """A group's committed offsets (``-1`` when none)."""
-        req = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])]
+        """A group's committed offsets (``-1`` when none) of ``tps``
+        (``(topic, partition)`` pairs); ``TypeError`` for other arguments."""
+        req = [ConsumerGroupTopicPartitions(_args.group_id(group),
+                                            [TopicPartition(t, p) for t, p in _args.topic_partitions(tps, "tps")])]
         try:
             res = self._admin.list_consumer_group_offsets(req, request_timeout=self.timeout)[group].result()
         except KafkaException as e:
@@ -522,6 +530,7 @@ class LayoutAdmin:
     def describe(self, topic: str, group: Optional[str] = None) -> TopicDescription:
         """The topic's layout, history, draining/spare partitions, lineage and
         registrations; with ``group``, every gate's state for that group."""
+        _args.optional_group_id(group)
         cur = self.layout(topic)
         h = self.history
         physical = max(cur.physical_partitions, partition_count(self._admin, topic, self.timeout))
