@@ -264,8 +264,9 @@ class TopicDescription:
     partitions: Tuple[GroupPartitionState, ...] = ()
 
     def to_dict(self) -> Dict[str, Any]:
-        """A JSON-ready description (string keys); ``group``, ``membership``,
-        ``partitions`` and ``gates`` only when described for a group."""
+        """A JSON-ready description (string keys). The same keys with or
+        without a group: ``group`` and ``membership`` are ``None`` and
+        ``partitions`` and ``gates`` empty when not described for a group."""
         d: Dict[str, Any] = {
             "topic": self.topic,
             "layout": self.layout.to_dict(),
@@ -288,8 +289,11 @@ class TopicDescription:
             ],
             "problems": [{"offset": p.offset, "reason": p.reason} for p in self.problems],
         }
+        d["group"] = self.group
+        d["membership"] = None
+        d["partitions"] = []
+        d["gates"] = []
         if self.group is not None:
-            d["group"] = self.group
             d["membership"] = self.membership.to_dict() if self.membership is not None else None
             d["partitions"] = [p.to_dict() for p in self.partitions]
             d["gates"] = [

@@ -315,18 +315,19 @@ def cmd_describe(args: argparse.Namespace) -> int:
 def cmd_broker(args: argparse.Namespace) -> int:
     from ..testing import EmbeddedBroker
 
+    stop = {"now": False}
+
+    def handler(signum: int, frame: Any) -> None:
+        stop["now"] = True
+
+    # Installed before the address is printed: a caller may stop us as soon as it reads it.
+    previous = signal.signal(signal.SIGTERM, handler)
     with EmbeddedBroker(port=args.port) as broker:
         if args.json:
             _render.out(json.dumps({"bootstrap_servers": broker.bootstrap_servers, "pid": broker.pid}))
         else:
             _render.out(broker.bootstrap_servers)
         _render.note(f"embedded Tansu broker running (pid {broker.pid}); Ctrl-C to stop")
-        stop = {"now": False}
-
-        def handler(signum: int, frame: Any) -> None:
-            stop["now"] = True
-
-        signal.signal(signal.SIGTERM, handler)
         try:
             while not stop["now"]:
                 time.sleep(0.2)
@@ -335,6 +336,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
                     return EXIT_FAILED
         except KeyboardInterrupt:
             pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     return EXIT_OK
 
 
@@ -342,7 +345,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ..testing.demo import run_demo, scenario_from_args
 
     base, runs = scenario_from_args(args)
-    results = run_demo(base, runs, bootstrap=args.bootstrap, progress=sys.stderr)
+    results = run_demo(base, runs, bootstrap=args.bootstrap, progress=_render.progress_stream())
     rows = [r.row() for r in results]
     violations = [
         f"  {'ordered' if r.scenario.ordered else 'plain'}: key {v.key.decode()} of {v.producer} "

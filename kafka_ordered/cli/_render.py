@@ -13,7 +13,7 @@ import datetime
 import json
 import logging
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Optional, Sequence, TextIO
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from ..admin import ExpansionPlan, ExpansionResult, HealResult, RetireResult
@@ -30,6 +30,7 @@ __all__ = [
     "version_text",
     "note",
     "out",
+    "progress_stream",
     "layout_line",
     "elections_lines",
     "created_text",
@@ -66,6 +67,11 @@ def out(line: str) -> None:
 def note(line: str) -> None:
     """Print ``line`` on stderr and flush (progress and notices)."""
     print(line, file=sys.stderr, flush=True)
+
+
+def progress_stream() -> TextIO:
+    """Where long-running commands (``demo``) write progress lines: stderr."""
+    return sys.stderr
 
 
 def error(message: str) -> None:
