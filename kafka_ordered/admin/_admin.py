@@ -649,12 +649,12 @@ class LayoutAdmin:
         total, physical = xp.target.physical_partitions, xp.physical_partitions
         return UnsupportedBrokerApiError(
             f"cannot expand {xp.topic} to {total} physical partitions: the broker does not support "
-            f"the CreatePartitions API. Nothing was changed. The topic has {physical} physical partitions, "
+            f"the CreatePartitions API. Nothing was changed. The topic has {physical} physical partitions with "
             f"{len(xp.spares)} spare ({', '.join(map(str, sorted(xp.spares))) or 'none'})"
             + (f" and {len(xp.current.draining)} draining" if xp.current.draining else "")
-            + f": expanding up to {physical} undeleted partitions reuses them and needs no broker support. "
-            "For more, pre-provision spare partitions: create the topic with "
-            f"physical_partitions >= {total} (`kafka-ordered create TOPIC --partitions N --physical M`).",
+            + f"; expand needs no broker support up to {physical} undeleted partitions. For more, pre-provision "
+            f"spare partitions: create the topic with physical_partitions >= {total} "
+            "(`kafka-ordered create TOPIC --partitions N --physical M`).",
             api="CreatePartitions",
             code=code,
         )

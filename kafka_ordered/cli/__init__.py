@@ -252,7 +252,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         plan = admin.plan(args.topic, args.to, **_placement(args))
     _emit(args, plan.to_dict(), lambda: _render.expansion_plan_text(plan))
     if not plan.will_succeed:
-        _render.error(f"expand would fail: {plan.problem}")
+        _render.error(f"expand would fail: {(plan.problem or '').split('. ')[0]} (the plan says more)")
         return EXIT_FAILED
     return EXIT_OK
 
