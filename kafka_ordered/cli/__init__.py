@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import platform
+import re
 import signal
 import sys
 import textwrap
@@ -72,7 +73,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _setting(text: str) -> Tuple[str, str]:
     if "=" not in text or not text.split("=", 1)[0].strip():
-        raise ConfigError(f"-X expects KEY=VALUE, got {text!r}")
+        # A bare key is shown; anything else may hold a secret (-X sasl.password:...).
+        got = repr(text) if re.fullmatch(r"[A-Za-z0-9._-]*", text) else "a setting without '=' (not shown)"
+        raise ConfigError(f"-X expects KEY=VALUE, got {got}")
     k, v = text.split("=", 1)
     return k.strip(), v
 

@@ -116,6 +116,7 @@ def test_missing_command_config_is_one_line(capsys: pytest.CaptureFixture[str], 
     ("foo", ["-X expects KEY=VALUE", "'foo'"]),
     ("=x", ["-X expects KEY=VALUE"]),
     ("ordered.metadata.timeout.ms=abc", ["ordered.metadata.timeout.ms"]),
+    ("sasl.password:hunter2", ["-X expects KEY=VALUE", "not shown"]),
 ])
 def test_bad_dash_x_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], setting: str, words: List[str]) -> None:
     code, out, err = _run(capsys, ["describe", "t", "--bootstrap-server", "127.0.0.1:1", "-X", setting])
@@ -123,6 +124,7 @@ def test_bad_dash_x_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], s
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err
     assert all(w in lines[0] for w in words)
+    assert "hunter2" not in err, "a secret leaked into the error"
 
 
 def test_unexpected_errors_are_one_line_with_a_hint(capsys: pytest.CaptureFixture[str],
