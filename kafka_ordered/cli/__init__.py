@@ -36,7 +36,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_FOLLOW_UP = 3
-#: Exit code -> what it means (the ``--help`` epilog and docs/cli.md).
+#: Exit code -> what it means (the ``--help`` epilog; docs/cli-json.md).
 EXIT_CODES: Mapping[int, str] = {
     EXIT_OK: "done",
     EXIT_FAILED: "failed: the error says why (for plan: expand would fail, and the plan says why)",
@@ -130,6 +130,8 @@ def _connection_flags(args: argparse.Namespace) -> str:
     flags = f" --bootstrap-server {conf.get('bootstrap.servers', args.bootstrap or _DEFAULT_BOOTSTRAP)}"
     if getattr(args, "command_config", None):
         flags += f" --command-config {args.command_config}"
+    if args.layout_topic:
+        flags += f" --layout-topic {args.layout_topic}"
     if args.config:
         flags += " -X ..."
     return flags
@@ -424,7 +426,8 @@ def _parser() -> argparse.ArgumentParser:
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help: str,
             parents: Sequence[_Parser] = (common,)) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, parents=list(parents), help=help, description=help, epilog=_epilog(),
+        sp = sub.add_parser(name, parents=list(parents), help=help, description=textwrap.fill(help, 78),
+                            epilog=_epilog(),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
         sp.set_defaults(fn=fn)
         return sp

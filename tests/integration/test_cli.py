@@ -77,7 +77,8 @@ def test_follow_up_failure_exits_3_and_says_what_to_run(bootstrap: str, layout_t
     if embedded:  # no ElectLeaders on the embedded broker
         assert code == 3
         follow = data["follow_up"]
-        assert follow["run"] == f"kafka-ordered elect-leaders {topic} --partitions 2 --bootstrap-server {bootstrap}"
+        assert follow["run"] == (f"kafka-ordered elect-leaders {topic} --partitions 2 --bootstrap-server {bootstrap}"
+                                 f" --layout-topic {layout_topic}")
         assert "ElectLeaders" in follow["failed"]
         assert err.strip().splitlines() == [
             f"error: {follow['done']}, but {follow['failed']}; once that is fixed run: {follow['run']}"]
