@@ -403,7 +403,9 @@ class OrderedConsumer:
 
     def gate_status(self) -> List[GateStatus]:
         """Every partition with a closed gate: first held offset, the sources
-        it waits on as ``(wait, processed)``, and since when (monotonic)."""
+        it waits on as ``(wait, processed)``, since when it was seen closed
+        (``since``: monotonic; ``since_wall``: wall clock) and since when this
+        consumer holds the partition there (``held_since``: wall clock)."""
         return self._core.gate_status()
 
     # -- subscription and assignment

@@ -75,18 +75,20 @@ class ScenarioResult:
     poison_skipped: int = 0  # unparsable records the consumers skipped
 
     def row(self) -> Dict[str, Any]:
+        """One run as a column of ``kafka-ordered demo``'s table (snake_case
+        keys: the ``--json`` shape; the table gives them labels)."""
         r = self.report
         return {
             "clients": "ordered" if self.scenario.ordered else "plain",
-            "produced (acked)": r.acknowledged,
+            "produced_acked": r.acknowledged,
             "consumed": r.delivered,
             "unique": r.unique,
             "duplicates": r.duplicates,
             "keys": r.keys,
-            "layout changes": self.layout_changes,
+            "layout_changes": self.layout_changes,
             "violations": len(r.violations),
             "missing": r.missing,
-            "gate stall s": round(self.stall_s, 2),
+            "gate_stall_s": round(self.stall_s, 2),
         }
 
 

@@ -130,3 +130,15 @@ def test_rewind_before_a_hold_releases_it_and_seeks_back() -> None:
     core.admit((TOPIC, 1), 5)
     core.rewind({(TOPIC, 1): 3})
     assert (TOPIC, 1) not in core.held() and port.position[(TOPIC, 1)] == 3
+
+
+def test_gate_status_carries_wall_clock_times() -> None:
+    import time
+
+    before = time.time()
+    core, port = _core()
+    (st,) = core.gate_status()
+    assert before <= st.since_wall <= time.time() and st.held_since is None  # type: ignore[operator]
+    core.admit((TOPIC, 1), 5)  # held now
+    (held,) = core.gate_status()
+    assert held.since_wall == st.since_wall and st.since_wall <= held.held_since <= time.time()  # type: ignore[operator]
