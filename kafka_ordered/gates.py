@@ -276,4 +276,6 @@ class GateKeeper:
         return out
 
     def closed_partitions(self) -> List[TP]:
+        """The partitions with a gate added and not yet opened by
+        :meth:`update`, sorted."""
         return sorted(self._closed)

@@ -270,6 +270,8 @@ class Layout:
         return replace(self, epoch=self.epoch + 1, draining=self.draining - ps)
 
     def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready dict of every field (``draining`` as a sorted list);
+        :meth:`from_dict` reads it back."""
         return {
             "topic": self.topic,
             "epoch": self.epoch,

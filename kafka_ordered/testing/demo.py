@@ -65,6 +65,10 @@ class Scenario:
 
 @dataclass(frozen=True)
 class ScenarioResult:
+    """One run of a :class:`Scenario`: the oracle's report, how many layout
+    changes were applied, the total time partitions stalled at gates, the
+    run's duration, the epochs seen, and the poison records refused by the
+    producers' clients and skipped by the consumers."""
     scenario: Scenario
     report: OracleReport
     layout_changes: int
@@ -75,6 +79,7 @@ class ScenarioResult:
     poison_skipped: int = 0  # unparsable records the consumers skipped
 
     def row(self) -> Dict[str, Any]:
+        """The run as one column of the demo's table (label -> value)."""
         r = self.report
         return {
             "clients": "ordered" if self.scenario.ordered else "plain",
