@@ -66,6 +66,7 @@ BrokerRacks = Mapping[int, Optional[str]]
 PartitionLimits = Union[int, Mapping[int, int]]
 #: ``min_required_replication_factor`` value meaning ``min(min.insync.replicas, replication factor)``.
 MIN_INSYNC_REPLICAS: Literal["min.insync.replicas"] = "min.insync.replicas"
+#: The fewest replicas a degraded creation accepts: a count, or :data:`MIN_INSYNC_REPLICAS`.
 MinRequiredReplicationFactor = Union[int, Literal["min.insync.replicas"]]
 
 _UNLIMITED = math.inf

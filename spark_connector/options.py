@@ -46,8 +46,9 @@ STREAM_ONLY_REFUSED = {
     "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
 }
 
-#: Offsets in a JSON offset spec with a special meaning (as in Spark's Kafka source).
+#: ``-2`` in a JSON offset spec: the partition's earliest offset (as in Spark's Kafka source).
 EARLIEST = -2
+#: ``-1`` in a JSON offset spec: the partition's latest offset.
 LATEST = -1
 
 # Kafka client options that the source manages itself (like the built-in source,

@@ -26,6 +26,7 @@ __all__ = [
     "split_range",
 ]
 
+#: A ``(topic, partition)`` pair.
 TP = Tuple[str, int]
 
 

@@ -110,6 +110,7 @@ from ..registration import (
 
 __all__ = ["SimulationResult", "Simulation", "run", "find_seed", "crossing_scenario", "TOPIC"]
 
+#: The one topic a simulation runs on.
 TOPIC = "sim"
 
 
