@@ -171,6 +171,8 @@ class OffsetReader:
         return self._list(want, OffsetSpec.earliest(), timeout or self.timeout, "reading log-start offsets")
 
     def close(self) -> None:
+        """Close the internal consumer; the shared admin client, if one was passed,
+        is left open. Idempotent."""
         c, self._consumer = self._consumer, None
         if c is not None:
             c.close()

@@ -35,6 +35,7 @@ __all__ = [
     "GateKeeper",
 ]
 
+#: A ``(topic, partition)`` pair.
 TP = Tuple[str, int]
 
 
@@ -48,6 +49,8 @@ def processed_offset(*candidates: Optional[int]) -> int:
     return best
 
 
+#: Where a partition without a committed offset starts: a client's offset reset
+#: setting normalised by :func:`reset_policy`.
 ResetPolicy = Literal["earliest", "latest", "error"]
 
 
@@ -292,4 +295,6 @@ class GateKeeper:
         return out
 
     def closed_partitions(self) -> List[TP]:
+        """The partitions with a gate added and not yet opened by
+        :meth:`update`, sorted."""
         return sorted(self._closed)

@@ -34,8 +34,11 @@ __all__ = [
     "decode",
 ]
 
+#: The record version this code writes; a record with a newer one always raises.
 RECORD_VERSION = 1
+#: What a malformed layout-log record does: ``skip`` (reported with its offset) or ``refuse`` (raise).
 CorruptPolicy = Literal["skip", "refuse"]
+#: The operation that wrote a layout record.
 LayoutOp = Literal["create", "adopt", "expand", "shrink", "retire"]
 _OPS = ("create", "adopt", "expand", "shrink", "retire")
 

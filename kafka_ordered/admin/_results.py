@@ -474,5 +474,7 @@ class AdoptResult:
     records: int
 
     def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready description (string keys): the layout, the hash, whether
+        it was detected, and ``records_sampled``."""
         return {"layout": self.layout.to_dict(), "hash": self.hash, "detected": self.detected,
                 "records_sampled": self.records}

@@ -50,6 +50,9 @@ def decode_value(value: bytes) -> Tuple[str, int]:
 
 @dataclass(frozen=True)
 class Violation:
+    """One record delivered after a later record of the same key and
+    producer: ``seq`` arrived after ``after_seq`` had been delivered;
+    ``where`` is the caller's note (e.g. which consumer)."""
     key: bytes
     producer: str
     seq: int
@@ -59,6 +62,13 @@ class Violation:
 
 @dataclass(frozen=True)
 class OracleReport:
+    """The verdict over one group's deliveries: counts of acknowledged,
+    delivered (replays included), unique and duplicate records and of keys;
+    every violation; ``missing`` acknowledged records never delivered;
+    ``unexpected`` records delivered but never acknowledged; ``tail_holes``
+    acknowledged records never delivered that the group had read past before
+    they were acknowledged (the embedded broker's holes, see the module
+    docstring; not counted as missing)."""
     acknowledged: int
     delivered: int
     unique: int
@@ -71,6 +81,8 @@ class OracleReport:
 
     @property
     def ok(self) -> bool:
+        """No violation and nothing missing (duplicates are allowed:
+        at-least-once)."""
         return not self.violations and self.missing == 0
 
 
@@ -100,6 +112,8 @@ class OrderingOracle:
 
     def acknowledged_value(self, key: bytes, value: bytes, partition: Optional[int] = None,
                            offset: Optional[int] = None, at_ns: Optional[int] = None) -> None:
+        """:meth:`acknowledged` for a value made by :func:`encode_value`;
+        ``ValueError`` for a foreign value."""
         producer, seq = decode_value(value)
         self.acknowledged(key, producer, seq, partition, offset, at_ns)
 
@@ -127,6 +141,8 @@ class OrderingOracle:
     def delivered_value(self, key: bytes, value: bytes, where: Optional[str] = None,
                         partition: Optional[int] = None, offset: Optional[int] = None,
                         batch: Optional[str] = None) -> bool:
+        """:meth:`delivered` for a value made by :func:`encode_value`; returns
+        False for a violation, ``ValueError`` for a foreign value."""
         producer, seq = decode_value(value)
         return self.delivered(key, producer, seq, where, partition, offset, batch)
 
@@ -168,6 +184,7 @@ class OrderingOracle:
         return holes
 
     def report(self) -> OracleReport:
+        """The :class:`OracleReport` of everything recorded so far."""
         holes = len(self.tail_holes())
         return OracleReport(
             acknowledged=len(self._acked),

@@ -65,6 +65,10 @@ class Scenario:
 
 @dataclass(frozen=True)
 class ScenarioResult:
+    """One run of a :class:`Scenario`: the oracle's report, how many layout
+    changes were applied, the total time partitions stalled at gates, the
+    run's duration, the epochs seen, and the poison records refused by the
+    producers' clients and skipped by the consumers."""
     scenario: Scenario
     report: OracleReport
     layout_changes: int
