@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-unit test-fallback typecheck bench chaos install ext clean
+.PHONY: demo test test-unit test-fallback typecheck bench chaos install ext docs clean
 SEEDS ?= 0-9
 
 # `pip install -e .` also compiles the optional C speed-ups in place
@@ -21,6 +21,12 @@ $(VENV)/.full: $(VENV)/.base
 	touch $@
 
 install: $(VENV)/.full
+
+# The docs extra (Sphinx, MyST) on top of everything autodoc imports (Spark,
+# kafka-python, prometheus_client); kept out of the test extra CI installs.
+$(VENV)/.docs: $(VENV)/.full
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $@
 
 ## make ext: (re)build the optional C speed-ups in place after editing kafka_ordered/_speedups.c
 ext: $(VENV)/.base
@@ -53,9 +59,14 @@ typecheck: $(VENV)/.full
 	$(PY) -m pip install --quiet 'mypy>=1.10'
 	$(PY) -m mypy kafka_ordered --ignore-missing-imports
 
+## make docs: the API reference (autodoc, from the docstrings) and the guides into docs/_build/html;
+## any Sphinx warning fails the build
+docs: $(VENV)/.docs
+	$(VENV)/bin/sphinx-build -W --keep-going -b html docs docs/_build/html
+
 ## make bench: every benchmark (prints BENCH lines)
 bench: $(VENV)/.full
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info kafka_ordered/_speedups*.so kafka_ordered/_speedups*.pyd .pytest_cache .hypothesis spark-warehouse
+	rm -rf $(VENV) build *.egg-info docs/_build kafka_ordered/_speedups*.so kafka_ordered/_speedups*.pyd .pytest_cache .hypothesis spark-warehouse

@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import logging
 import time
+from dataclasses import replace
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ._freshness import CausalFreshness
@@ -297,11 +298,11 @@ class GatingCore:
         # Read the log position before the gates: a registration applied in
         # between is then read again next time instead of being skipped.
         upto = history.next_offset
-        now = time.monotonic()
+        now, wall = time.monotonic(), time.time()
         for topic in {t for t, _ in self._owned} | self.subscribed:
             if history.current(topic) is None:
                 continue
-            self.keeper.add_gates(history.gates(topic, self._gate_offsets.get(topic, 0)), now)
+            self.keeper.add_gates(history.gates(topic, self._gate_offsets.get(topic, 0)), now, wall)
             self._gate_offsets[topic] = upto
         self._seen_version = version
 
@@ -591,5 +592,9 @@ class GatingCore:
 
     def gate_status(self) -> List[GateStatus]:
         """Every partition with a closed gate: first held offset, the sources
-        it waits on as ``(wait, processed)``, and since when (monotonic)."""
-        return self.keeper.status({tp: self.processed(tp) for tp in self.keeper.sources()})
+        it waits on as ``(wait, processed)``, since when it was seen closed
+        (``since`` monotonic, ``since_wall`` wall clock) and since when this
+        member holds the partition there (``held_since``, wall clock)."""
+        out = self.keeper.status({tp: self.processed(tp) for tp in self.keeper.sources()})
+        return [replace(s, held_since=st.held_wall) if (st := self.parts.get((s.topic, s.partition))) is not None
+                and st.held is not None else s for s in out]

@@ -242,6 +242,8 @@ class OffsetReader:
         return True
 
     def close(self) -> None:
+        """Close the internal consumer; the shared admin client, if one was passed,
+        is left open. Idempotent."""
         with self._lock:
             c, self._consumer = self._consumer, None
         if c is not None:

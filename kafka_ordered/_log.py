@@ -49,6 +49,7 @@ class Shared:
 
     @property
     def history(self) -> LayoutHistory:
+        """The shared follower's view of the layout log (read-only use)."""
         return self.follower.history
 
     @property

@@ -35,6 +35,7 @@ __all__ = [
     "forced",
 ]
 
+#: The layout log's default topic name (``ordered.layout.topic``).
 DEFAULT_LAYOUT_TOPIC = "_kafka_ordered"
 
 log = logging.getLogger("kafka_ordered.config")
@@ -148,7 +149,7 @@ def split_config(
     return ours, rest
 
 
-#: ``ordered.*`` keys each wrapper accepts.
+#: ``ordered.*`` keys the consumers of both clients accept.
 CONSUMER_OPTIONS = (
     "ordered.layout.topic",
     "ordered.layout.corrupt.policy",
@@ -156,6 +157,7 @@ CONSUMER_OPTIONS = (
     "ordered.gating",
     "ordered.metadata.timeout.ms",
 )
+#: ``ordered.*`` keys the producers of both clients accept.
 PRODUCER_OPTIONS = (
     "ordered.layout.topic",
     "ordered.layout.corrupt.policy",

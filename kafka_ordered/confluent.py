@@ -268,14 +268,21 @@ class OrderedProducer:
     # -- transactions (the registration's flush happens inside the transaction)
 
     def init_transactions(self, timeout: float = -1) -> None:
+        """``Producer.init_transactions``, unchanged (needs ``transactional.id``)."""
         self._producer.init_transactions(timeout)
 
     def begin_transaction(self) -> None:
+        """``Producer.begin_transaction``, unchanged. A layout switch inside the
+        transaction flushes and registers within it; its records belong to the
+        transaction."""
         self._producer.begin_transaction()
         self._core.begin_transaction()
 
     def send_offsets_to_transaction(self, positions: List[TopicPartition], group_metadata: Any,
                                     timeout: float = -1) -> None:
+        """``Producer.send_offsets_to_transaction``, unchanged (exactly-once
+        consume-transform-produce; pass an :class:`OrderedConsumer`'s
+        :meth:`~OrderedConsumer.consumer_group_metadata`)."""
         self._producer.send_offsets_to_transaction(positions, group_metadata, timeout)
 
     def commit_transaction(self, timeout: float = -1) -> None:
@@ -287,20 +294,26 @@ class OrderedProducer:
         self._core.end_transaction(committed=True)
 
     def abort_transaction(self, timeout: float = -1) -> None:
-        """``Producer.abort_transaction``; partitions whose stamped records it
-        aborted keep being stamped."""
+        """``Producer.abort_transaction``: the transaction's records, including
+        those sent after a layout switch inside it, are aborted as with the plain
+        client; partitions whose stamped records it aborted keep being stamped."""
         self._producer.abort_transaction(timeout)
         self._core.end_transaction(committed=False)
 
     # -- plain delegations (cannot affect order)
 
     def list_topics(self, topic: Optional[str] = None, timeout: float = -1) -> Any:
+        """``Producer.list_topics``: cluster metadata (physical partitions,
+        including draining and spare ones); plain delegation."""
         return self._producer.list_topics(topic, timeout)
 
     def cluster_id(self, timeout: float = -1) -> Optional[str]:
+        """``Producer.cluster_id``; plain delegation."""
         return self._producer.cluster_id(timeout)
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
+        """``Producer.set_sasl_credentials``; plain delegation. The process's
+        internal layout-log clients keep the credentials they were created with."""
         self._producer.set_sasl_credentials(username, password)
 
     def close(self, timeout: float = 30.0) -> int:
@@ -430,7 +443,9 @@ class OrderedConsumer:
 
     def gate_status(self) -> List[GateStatus]:
         """Every partition with a closed gate: first held offset, the sources
-        it waits on as ``(wait, processed)``, and since when (monotonic)."""
+        it waits on as ``(wait, processed)``, since when it was seen closed
+        (``since``: monotonic; ``since_wall``: wall clock) and since when this
+        consumer holds the partition there (``held_since``: wall clock)."""
         return self._core.gate_status()
 
     # -- subscription and assignment
@@ -552,6 +567,8 @@ class OrderedConsumer:
         self._consumer.incremental_unassign(partitions)
 
     def assignment(self) -> List[TopicPartition]:
+        """``Consumer.assignment``: every assigned partition, including those held at
+        a gate."""
         return self._consumer.assignment()
 
     # -- consuming
@@ -682,6 +699,8 @@ class OrderedConsumer:
         self._core.store(stored)
 
     def committed(self, partitions: List[TopicPartition], timeout: float = -1) -> List[TopicPartition]:
+        """``Consumer.committed``: the group's committed offsets; plain delegation.
+        Records held at a gate are never committed."""
         return self._consumer.committed(partitions, timeout=timeout)
 
     def position(self, partitions: List[TopicPartition]) -> List[TopicPartition]:
@@ -708,26 +727,39 @@ class OrderedConsumer:
 
     def get_watermark_offsets(self, partition: TopicPartition, timeout: Optional[float] = None,
                               cached: bool = False) -> Tuple[int, int]:
+        """``Consumer.get_watermark_offsets``; plain delegation. On brokers whose
+        ListOffsets is wrong after multi-record batches (the embedded broker)
+        ``cached=True`` after a fetch gives the true high watermark."""
         if timeout is None:
             return self._consumer.get_watermark_offsets(partition, cached=cached)
         return self._consumer.get_watermark_offsets(partition, timeout=timeout, cached=cached)
 
     def offsets_for_times(self, partitions: List[TopicPartition], timeout: float = -1) -> List[TopicPartition]:
+        """``Consumer.offsets_for_times``; plain delegation (seek to the result
+        with :meth:`seek`, which the gates see)."""
         return self._consumer.offsets_for_times(partitions, timeout=timeout)
 
     def list_topics(self, topic: Optional[str] = None, timeout: float = -1) -> Any:
+        """``Consumer.list_topics``: cluster metadata; plain delegation."""
         return self._consumer.list_topics(topic, timeout)
 
     def cluster_id(self, timeout: float = -1) -> Optional[str]:
+        """``Consumer.cluster_id``; plain delegation."""
         return self._consumer.cluster_id(timeout)
 
     def memberid(self) -> Optional[str]:
+        """``Consumer.memberid``: this member's id in the group (``None`` before
+        the first assignment); plain delegation."""
         return self._consumer.memberid()
 
     def consumer_group_metadata(self) -> Any:
+        """``Consumer.consumer_group_metadata``, for
+        :meth:`OrderedProducer.send_offsets_to_transaction`; plain delegation."""
         return self._consumer.consumer_group_metadata()
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
+        """``Consumer.set_sasl_credentials``; plain delegation. The process's
+        internal layout-log clients keep the credentials they were created with."""
         self._consumer.set_sasl_credentials(username, password)
 
     def close(self) -> None:

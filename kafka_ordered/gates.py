@@ -35,6 +35,7 @@ __all__ = [
     "GateKeeper",
 ]
 
+#: A ``(topic, partition)`` pair.
 TP = Tuple[str, int]
 
 
@@ -48,6 +49,8 @@ def processed_offset(*candidates: Optional[int]) -> int:
     return best
 
 
+#: Where a partition without a committed offset starts: a client's offset reset
+#: setting normalised by :func:`reset_policy`.
 ResetPolicy = Literal["earliest", "latest", "error"]
 
 
@@ -129,13 +132,22 @@ def plan_end_offsets(
 @dataclass(frozen=True)
 class GateStatus:
     """A closed gate as seen by one consumer: partition, first held offset,
-    and for each source still short of its wait: ``(wait, processed)``."""
+    and for each source still short of its wait: ``(wait, processed)``.
+
+    ``since`` is when this consumer first saw the gate closed (monotonic
+    clock, for durations); ``since_wall`` the same instant as wall-clock Unix
+    seconds (``None`` when unknown); ``held_since`` the wall-clock time this
+    consumer stopped the partition at the gate (``None`` while it is not
+    held, e.g. its position has not reached ``start`` yet).
+    """
 
     topic: str
     partition: int
     start: int
     waiting_on: Mapping[int, Tuple[int, int]]
     since: float
+    since_wall: Optional[float] = None
+    held_since: Optional[float] = None
 
 
 def _gate_id(g: Gate) -> Tuple[int, int]:
@@ -159,13 +171,16 @@ class GateKeeper:
         self._seen: Set[Tuple[int, int]] = set()
         self._closed: Dict[TP, List[Gate]] = {}
         self._since: Dict[Tuple[int, int], float] = {}
+        self._since_wall: Dict[Tuple[int, int], Optional[float]] = {}
         self._opened: Dict[TP, List[int]] = {}
         self._waits: Dict[TP, List[int]] = {}
         self._waited: FrozenSet[TP] = frozenset()
         self._sources: Optional[FrozenSet[TP]] = frozenset()
 
-    def add_gates(self, gates: Iterable[Gate], now: float = 0.0) -> int:
-        """Track new gates (already-known ones are ignored); returns how many were new."""
+    def add_gates(self, gates: Iterable[Gate], now: float = 0.0, wall: Optional[float] = None) -> int:
+        """Track new gates (already-known ones are ignored); returns how many
+        were new. ``now`` (monotonic) and ``wall`` (wall-clock Unix seconds)
+        are when they were seen, reported by :meth:`status`."""
         added = 0
         for g in gates:
             gid = _gate_id(g)
@@ -173,6 +188,7 @@ class GateKeeper:
                 continue
             self._seen.add(gid)
             self._since[gid] = now
+            self._since_wall[gid] = wall
             lst = self._closed.setdefault((g.topic, g.partition), [])
             bisect.insort(lst, g, key=lambda x: (x.start, x.offset))
             for q, w in g.wait.items():
@@ -209,6 +225,7 @@ class GateKeeper:
                     opened.append(g)
                     bisect.insort(self._opened.setdefault(tp, []), g.start)
                     self._since.pop(_gate_id(g), None)
+                    self._since_wall.pop(_gate_id(g), None)
                 else:
                     keep.append(g)
             if keep:
@@ -263,7 +280,8 @@ class GateKeeper:
         return frozenset(self._closed) | frozenset(self._opened)
 
     def status(self, processed: Mapping[TP, int]) -> List[GateStatus]:
-        """The first closed gate of every partition, with what it waits on."""
+        """The first closed gate of every partition, with what it waits on
+        (``held_since`` is left ``None``: holding is the consumer's business)."""
         out: List[GateStatus] = []
         for (topic, p), gs in sorted(self._closed.items()):
             g = gs[0]
@@ -272,8 +290,11 @@ class GateKeeper:
                 for q, w in sorted(g.wait.items())
                 if processed.get((topic, q), -1) < w
             }
-            out.append(GateStatus(topic, p, g.start, waiting, self._since.get(_gate_id(g), 0.0)))
+            gid = _gate_id(g)
+            out.append(GateStatus(topic, p, g.start, waiting, self._since.get(gid, 0.0), self._since_wall.get(gid)))
         return out
 
     def closed_partitions(self) -> List[TP]:
+        """The partitions with a gate added and not yet opened by
+        :meth:`update`, sorted."""
         return sorted(self._closed)

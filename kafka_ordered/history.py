@@ -216,6 +216,7 @@ class LayoutHistory:
     # -- reading
 
     def topics(self) -> List[str]:
+        """Every managed topic (with at least one layout), sorted."""
         return sorted(self._current)
 
     def current(self, topic: str) -> Optional[Layout]:
@@ -231,14 +232,19 @@ class LayoutHistory:
         raise KeyError(f"{topic} has no layout epoch {epoch}")
 
     def layouts(self, topic: str) -> List[Layout]:
+        """Every layout of ``topic``, oldest (epoch 1) first; empty when unmanaged."""
         with self._lock:
             return [c.layout for c in self._changes.get(topic, [])]
 
     def changes(self, topic: str) -> List[LayoutChange]:
+        """Every :class:`LayoutChange` of ``topic`` (layout, operation, log offset
+        and time), in log order; empty when unmanaged."""
         with self._lock:
             return list(self._changes.get(topic, []))
 
     def registrations(self, topic: str) -> List[Registration]:
+        """Every :class:`Registration` of ``topic`` that was appended (those
+        carrying gates, and those of stable producer ids), in log order."""
         with self._lock:
             return list(self._registrations.get(topic, []))
 
@@ -248,6 +254,8 @@ class LayoutHistory:
             return [g for r in self._registrations.get(topic, []) if r.offset >= since_offset for g in r.gates]
 
     def last_registration(self, topic: str, producer_id: str) -> Optional[Registration]:
+        """The latest registration of ``producer_id`` for ``topic``, or ``None``:
+        where a restarting stable producer id continues from."""
         with self._lock:
             return self._last_by_producer.get((topic, producer_id))
 

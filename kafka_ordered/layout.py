@@ -31,9 +31,14 @@ __all__ = [
     "transition_sources",
 ]
 
+#: The key hash of a layout: ``murmur2`` (Kafka's Java default partitioner, librdkafka's
+#: ``murmur2_random``), ``crc32`` (librdkafka's default ``consistent_random``) or ``murmur3``.
 HashName = Literal["murmur2", "murmur3", "crc32"]
+#: How keys map to partitions: ``linear`` (KIP-253 linear hashing).
 Strategy = Literal["linear"]
+#: Every :data:`HashName`.
 HASHES: Tuple[str, ...] = ("murmur2", "murmur3", "crc32")
+#: Every :data:`Strategy`.
 STRATEGIES: Tuple[str, ...] = ("linear",)
 
 KeyLike = Union[bytes, bytearray, memoryview]
@@ -264,6 +269,8 @@ class Layout:
         return replace(self, epoch=self.epoch + 1, draining=self.draining - ps)
 
     def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready dict of every field (``draining`` as a sorted list);
+        :meth:`from_dict` reads it back."""
         return {
             "topic": self.topic,
             "epoch": self.epoch,

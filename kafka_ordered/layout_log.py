@@ -255,6 +255,9 @@ class LayoutLog:
             return int(result["offset"])
 
     def close(self) -> None:
+        """Flush the writer's producer and drop it and the admin client
+        reference (records already appended stay appended; an admin client
+        passed in stays usable by its owner). Idempotent."""
         p, self._producer = self._producer, None
         if p is not None:
             p.flush(self.timeout)
@@ -624,6 +627,8 @@ class LayoutFollower:
             pass
 
     def close(self) -> None:
+        """Stop the background thread (waits up to ``timeout`` for it) and close
+        the log consumer; :attr:`history` stays readable. Idempotent."""
         self._stop.set()
         t, self._thread = self._thread, None
         if t is not None:

@@ -66,6 +66,7 @@ BrokerRacks = Mapping[int, Optional[str]]
 PartitionLimits = Union[int, Mapping[int, int]]
 #: ``min_required_replication_factor`` value meaning ``min(min.insync.replicas, replication factor)``.
 MIN_INSYNC_REPLICAS: Literal["min.insync.replicas"] = "min.insync.replicas"
+#: The fewest replicas a degraded creation accepts: a count, or :data:`MIN_INSYNC_REPLICAS`.
 MinRequiredReplicationFactor = Union[int, Literal["min.insync.replicas"]]
 
 _UNLIMITED = math.inf
@@ -505,6 +506,8 @@ class PlacementPlan:
 
     @property
     def total_partitions(self) -> int:
+        """Physical partitions of the topic once the plan is applied: the existing
+        ones plus the new ones."""
         return self.existing_partitions + len(self.assignment)
 
     @property
@@ -519,6 +522,8 @@ class PlacementPlan:
 
     @property
     def under_replicated(self) -> bool:
+        """Whether some new partition gets fewer replicas than the replication
+        factor (a degraded creation; see ``missing``)."""
         return bool(self.missing)
 
     def replica_assignment(self) -> List[List[int]]:
@@ -732,6 +737,8 @@ class HealPlan:
         return not self.still_missing
 
     def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready description (string keys): target replicas, racks and the
+        replicas added per partition, what stays missing and the capacity left."""
         return {
             "topic": self.topic,
             "replication_factor": self.replication_factor,
@@ -764,6 +771,8 @@ class HealPlan:
         )
 
     def describe(self) -> str:
+        """A human-readable table of the plan: current -> target replicas per
+        partition and what stays under-replicated."""
         name = self.topic if self.topic is not None else "(topic)"
         if not self.target and not self.still_missing:
             return f"{name}: nothing to heal, every partition has {self.replication_factor} replicas"

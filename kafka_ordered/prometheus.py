@@ -11,19 +11,19 @@
 The collector reads each client's ``ordered_metrics()`` at scrape time, so it
 costs nothing between scrapes. Metric names follow Prometheus conventions:
 
-=======================================  =========  ==============================================
-metric                                   type       labels
-=======================================  =========  ==============================================
-``kafka_ordered_gates_closed``           gauge      ``group``, ``topic``, ``partition``
-``kafka_ordered_gate_held_seconds``      gauge      ``group``, ``topic``, ``partition``
-``kafka_ordered_gate_wait_seconds``      histogram  ``group``
-``kafka_ordered_records_held_back``      counter    ``group``
-``kafka_ordered_layout_epoch``           gauge      ``client``, ``topic``
-``kafka_ordered_switch_pause_seconds``   summary    ``producer``
-``kafka_ordered_records_buffered``       gauge      ``producer``
-``kafka_ordered_layout_view_lag``        gauge      ``client`` (records)
-``kafka_ordered_layout_view_age_seconds`` gauge     ``client``
-=======================================  =========  ==============================================
+=========================================  =========  ==============================================
+metric                                     type       labels
+=========================================  =========  ==============================================
+``kafka_ordered_gates_closed``             gauge      ``group``, ``topic``, ``partition``
+``kafka_ordered_gate_held_seconds``        gauge      ``group``, ``topic``, ``partition``
+``kafka_ordered_gate_wait_seconds``        histogram  ``group``
+``kafka_ordered_records_held_back``        counter    ``group``
+``kafka_ordered_layout_epoch``             gauge      ``client``, ``topic``
+``kafka_ordered_switch_pause_seconds``     summary    ``producer``
+``kafka_ordered_records_buffered``         gauge      ``producer``
+``kafka_ordered_layout_view_lag``          gauge      ``client`` (records)
+``kafka_ordered_layout_view_age_seconds``  gauge      ``client``
+=========================================  =========  ==============================================
 """
 
 from __future__ import annotations

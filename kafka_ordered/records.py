@@ -53,7 +53,9 @@ RECORD_VERSION = 2
 PROTOCOL_VERSION = 2
 #: Key of protocol records (not a managed topic's name in practice; harmless if it were).
 PROTOCOL_KEY = b"kafka-ordered.protocol"
+#: What a malformed layout-log record does: ``skip`` (reported with its offset) or ``refuse`` (raise).
 CorruptPolicy = Literal["skip", "refuse"]
+#: The operation that wrote a layout record.
 LayoutOp = Literal["create", "adopt", "expand", "shrink", "retire"]
 _OPS = ("create", "adopt", "expand", "shrink", "retire")
 

@@ -147,6 +147,7 @@ class Append:
     value: bytes
 
 
+#: One step of a layout switch, in the order :func:`switch_steps` gives them.
 SwitchStep = Union[Flush, ReadEnds, Append]
 
 

@@ -170,6 +170,8 @@ class StampBook:
         self._tentative: Dict[TP, int] = {}
 
     def add(self, topic: str, partitions: Iterable[int], offset: int) -> None:
+        """Stamp ``partitions`` of ``topic`` from now on with (at least) the
+        registration at layout-log ``offset``; stamps only grow."""
         for p in partitions:
             tp = (topic, int(p))
             if self._pending.get(tp, -1) < offset:
@@ -244,6 +246,7 @@ class CatchUp:
 
     @property
     def needed(self) -> bool:
+        """Whether the view must be caught up before delivery."""
         return self.to_end or self.past is not None
 
 

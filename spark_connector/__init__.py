@@ -21,6 +21,7 @@ from typing import Any
 
 __all__ = ["register", "NAME", "INSTALL_HINT", "SparkExtraMissingError", "missing_extra"]
 
+#: The source's short name: ``format("kafka_ordered")``.
 NAME = "kafka_ordered"
 
 #: How to install what the Spark source needs.

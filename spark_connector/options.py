@@ -46,8 +46,9 @@ STREAM_ONLY_REFUSED = {
     "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
 }
 
-#: Offsets in a JSON offset spec with a special meaning (as in Spark's Kafka source).
+#: ``-2`` in a JSON offset spec: the partition's earliest offset (as in Spark's Kafka source).
 EARLIEST = -2
+#: ``-1`` in a JSON offset spec: the partition's latest offset.
 LATEST = -1
 
 # Kafka client options that the source manages itself (like the built-in source,
@@ -128,6 +129,9 @@ class OffsetSpec:
     timestamp: Optional[int] = None
 
     def describe(self) -> str:
+        """The position as the built-in source's options spell it: ``earliest``,
+        ``latest``, ``timestamp N`` or the per-partition JSON (for error
+        messages)."""
         if self.kind in ("earliest", "latest"):
             return self.kind
         if self.kind == "timestamp":
@@ -242,9 +246,12 @@ class SourceOptions:
 
     @property
     def timeout_s(self) -> float:
+        """``ordered.metadata.timeout.ms`` in seconds."""
         return self.metadata_timeout_ms / 1000.0
 
     def mode(self) -> str:
+        """Which of the built-in source's topic options was given: ``assign``,
+        ``subscribePattern`` or ``subscribe``."""
         return "assign" if self.assign else "subscribePattern" if self.pattern is not None else "subscribe"
 
 

@@ -26,10 +26,13 @@ __all__ = [
     "split_range",
 ]
 
+#: A ``(topic, partition)`` pair.
 TP = Tuple[str, int]
 
 
 def to_json(offsets: Mapping[TP, int]) -> Dict[str, Dict[str, int]]:
+    """Offsets as the checkpoint JSON of Spark's Kafka source,
+    ``{"topic": {"0": offset}}``, sorted by topic and partition."""
     out: Dict[str, Dict[str, int]] = {}
     for (t, p), o in sorted(offsets.items()):
         out.setdefault(t, {})[str(p)] = int(o)
@@ -37,6 +40,8 @@ def to_json(offsets: Mapping[TP, int]) -> Dict[str, Dict[str, int]]:
 
 
 def from_json(d: Optional[Mapping[str, Mapping[str, int]]]) -> Dict[TP, int]:
+    """Inverse of :func:`to_json` (``None`` gives ``{}``); raises ``ValueError``
+    for a partition or offset that is not an integer."""
     out: Dict[TP, int] = {}
     for t, ps in (d or {}).items():
         for p, o in ps.items():
@@ -88,6 +93,9 @@ def pending_sources(gates_by_topic: Mapping[str, Sequence[Gate]], start: Mapping
 
 
 def available(start: Mapping[TP, int], end: Mapping[TP, int]) -> int:
+    """Records in the batch ``[start, end)`` summed over partitions; a
+    partition missing from ``start`` counts as empty, and an end below its
+    start counts 0."""
     return sum(max(0, e - start.get(tp, e)) for tp, e in end.items())
 
 

@@ -146,6 +146,8 @@ class ConsumerPool:
 
     @staticmethod
     def key(conf: Mapping[str, Any]) -> _PoolKey:
+        """The pool key of a consumer config: its items as sorted
+        ``(str, str)`` pairs, so equal configs share idle consumers."""
         return tuple(sorted((str(k), str(v)) for k, v in conf.items()))
 
     def _check_fork(self) -> None:

@@ -107,6 +107,7 @@ __all__ = [
 
 _T = TypeVar("_T")
 
+#: The source's short name: ``format("kafka_ordered")``.
 NAME = "kafka_ordered"
 
 

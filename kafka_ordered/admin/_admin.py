@@ -11,8 +11,8 @@ placement, healing and leader elections are delegated to
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-
 import time
 import uuid
 from types import TracebackType
@@ -25,6 +25,7 @@ from .. import _log
 from .._kafka import partition_count, topic_exists
 from ..config import internal_config, split_config
 from ..errors import (
+    BrokerUnavailableError,
     ConcurrentLayoutChangeError,
     HashDetectionError,
     KafkaOrderedError,
@@ -35,11 +36,11 @@ from ..errors import (
     UnsupportedBrokerApiError,
     translate,
 )
-from ..history import Gate, LayoutHistory, Registration, encode_layout
+from ..history import LayoutHistory, Registration, encode_layout
 from ..records import PROTOCOL_VERSION, encode_protocol
 from ..layout import HashName, Layout, matching_hashes
 from ..placement import HealPlan, MinRequiredReplicationFactor, PartitionLimits, PlacementPlan
-from . import _cluster
+from . import _args, _cluster
 from ._replicas import ReplicaPlacement
 from ._results import (
     AdoptResult,
@@ -47,8 +48,12 @@ from ._results import (
     ElectionResult,
     ExpansionPlan,
     ExpansionResult,
+    GateSourceState,
     GroupGateState,
+    GroupMembership,
+    GroupPartitionState,
     HealResult,
+    PartitionRole,
     RetireResult,
     TopicDescription,
 )
@@ -126,8 +131,8 @@ class LayoutAdmin:
 
     def layout(self, topic: str) -> Layout:
         """The current layout of a managed topic. Raises :class:`UnknownTopicError`
-        or :class:`TopicNotManagedError`."""
-        cur = self.sync().current(topic)
+        or :class:`TopicNotManagedError`; ``TypeError`` when ``topic`` is not a ``str``."""
+        cur = self.sync().current(_args.topic_name(topic))
         if cur is None:
             if not topic_exists(self._admin, topic, self.timeout):
                 raise UnknownTopicError(f"topic {topic} does not exist", code=KafkaError.UNKNOWN_TOPIC_OR_PART)
@@ -234,6 +239,7 @@ class LayoutAdmin:
         brokers; the missing replicas are then in ``last_placement.missing``
         and :meth:`heal` adds them once brokers return.
         """
+        _args.topic_name(topic)
         layout = Layout(topic, 1, initial_partitions, initial_partitions,
                         physical_partitions if physical_partitions is not None else initial_partitions,
                         hash=hash)
@@ -288,7 +294,7 @@ class LayoutAdmin:
         explicit ``hash`` skips detection (keys written with another hash then
         move). Raises :class:`TopicAlreadyManagedError`, :class:`UnknownTopicError`.
         """
-        if self.sync().current(topic) is not None:
+        if self.sync().current(_args.topic_name(topic)) is not None:
             raise TopicAlreadyManagedError(f"topic {topic} is already managed")
         count = partition_count(self._admin, topic, self.timeout)
         records = 0
@@ -366,10 +372,15 @@ class LayoutAdmin:
         xp = self._plan_expansion(topic, partitions, max_partitions, min_required_replication_factor,
                                   ignore_racks, read_cluster=False)
         if xp.placement is not None:
-            if xp.explicit_assignment:
-                self._create_planned_partitions(topic, xp.placement)
-            else:
-                self._create_partitions(topic, xp.target.physical_partitions)
+            try:
+                if xp.explicit_assignment:
+                    _cluster.create_partitions(self._admin, topic, xp.placement.assignment, timeout=self.timeout)
+                else:
+                    self._create_partitions(topic, xp.target.physical_partitions)
+            except UnsupportedBrokerApiError as e:
+                if e.api == "CreatePartitions":
+                    raise self._no_create_partitions(xp, e.code) from e
+                raise
             self._placed(xp.placement)
         layout = self._append(xp.target, "expand")
         elections = self._replicas.elect_reporting(topic, xp.undeleted) if elect_leaders else {}
@@ -386,35 +397,45 @@ class LayoutAdmin:
     ) -> ExpansionPlan:
         """What ``expand(topic, partitions, ...)`` would do, changing nothing:
         the draining/spare partitions reused, the new physical partitions with
-        their replicas and racks, and the capacity left per broker. Raises
-        what :meth:`expand` raises before changing anything
+        their replicas and racks, the capacity left per broker, the spare
+        partitions, and whether the broker accepts the CreatePartitions
+        request (it is asked to validate it; nothing is created).
+
+        Raises what :meth:`expand` raises before reading the cluster
         (:class:`InvalidLayoutError`, :class:`GuardRailsError`,
-        :class:`PlacementError`)."""
-        return self._plan_expansion(topic, partitions, max_partitions, min_required_replication_factor,
-                                    ignore_racks, read_cluster=True)
+        :class:`PlacementError`, :class:`UnknownTopicError`). A broker that
+        lacks CreatePartitions or refuses the new partitions does not raise:
+        the plan says so (``create_partitions``, ``will_succeed`` False,
+        ``problem`` holding what :meth:`expand` would raise), with the rest
+        of the plan."""
+        return self._check_create_partitions(self._plan_expansion(
+            topic, partitions, max_partitions, min_required_replication_factor, ignore_racks, read_cluster=True))
 
     def shrink(self, topic: str, partitions: int) -> Layout:
         """Reduce the undeleted partition count to ``partitions`` (never below
         the initial count); the removed partitions become draining."""
         return self._append(self.layout(topic).shrunk(partitions), "shrink")
 
-    def retire(self, topic: str, groups: Iterable[str] = (), *, delete_records: bool = False) -> RetireResult:
+    def retire(self, topic: str, groups: _args.GroupIds = (), *, delete_records: bool = False) -> RetireResult:
         """Turn draining partitions that are empty, or fully consumed by every
         group in ``groups``, into spares.
+
+        ``groups`` is one consumer group id (a ``str``) or a sequence (or set)
+        of them; anything else raises ``TypeError`` before anything is read.
 
         With ``delete_records=True`` the records of retired partitions are
         deleted (DeleteRecords; raises :class:`UnsupportedBrokerApiError` on
         brokers without it, before anything changes).
         """
+        wanted = _args.group_ids(groups)
         cur = self.layout(topic)
-        groups = list(groups)
         draining = sorted(cur.draining)
         if not draining:
             return RetireResult(cur, frozenset(), {})
         tps = [(topic, q) for q in draining]
         ends = self._offsets.end_offsets(tps)
         starts = self._offsets.start_offsets(tps)
-        committed = {g: self.committed(g, tps) for g in groups}
+        committed = {g: self.committed(g, tps) for g in wanted}
         retired: List[int] = []
         still: Dict[int, str] = {}
         for q in draining:
@@ -422,10 +443,10 @@ class LayoutAdmin:
             if start >= end:
                 retired.append(q)
                 continue
-            if not groups:
+            if not wanted:
                 still[q] = f"holds offsets {start}..{end - 1} and no consumer group was named"
                 continue
-            behind = {g: committed[g].get((topic, q), -1) for g in groups if committed[g].get((topic, q), -1) < end}
+            behind = {g: committed[g].get((topic, q), -1) for g in wanted if committed[g].get((topic, q), -1) < end}
             if behind:
                 still[q] = "not fully consumed: " + ", ".join(
                     f"{g} at {off if off >= 0 else 'no commit'} of {end}" for g, off in sorted(behind.items())
@@ -457,7 +478,7 @@ class LayoutAdmin:
         the largest replica count among its partitions (pass it after a
         degraded creation made by another process).
         """
-        return self._replicas.plan_heal(topic, replication_factor=replication_factor, max_partitions=max_partitions,
+        return self._replicas.plan_heal(_args.topic_name(topic), replication_factor=replication_factor, max_partitions=max_partitions,
                                         ignore_racks=ignore_racks)
 
     def heal(
@@ -487,7 +508,7 @@ class LayoutAdmin:
         the reassigned partitions (results in ``result.elections``; an
         election that cannot run is reported as failed results).
         """
-        return self._replicas.heal(topic, replication_factor=replication_factor, max_partitions=max_partitions,
+        return self._replicas.heal(_args.topic_name(topic), replication_factor=replication_factor, max_partitions=max_partitions,
                                    ignore_racks=ignore_racks, elect_leaders=elect_leaders)
 
     def elect_leaders(self, topic: str, partitions: Optional[Iterable[int]] = None) -> Dict[int, ElectionResult]:
@@ -497,9 +518,11 @@ class LayoutAdmin:
         ``"elected"``, ``"not_needed"`` or ``"failed"`` with the broker's
         error). Raises :class:`UnsupportedBrokerApiError` (api
         ``"ElectLeaders"``) on brokers without the API,
-        :class:`UnknownTopicError`, :class:`BrokerUnavailableError`.
+        :class:`UnknownTopicError`, :class:`BrokerUnavailableError`;
+        ``TypeError`` when ``partitions`` is not a sequence of ints.
         """
-        return self._replicas.elect_leaders(topic, partitions)
+        _args.topic_name(topic)
+        return self._replicas.elect_leaders(topic, None if partitions is None else _args.partition_ids(partitions))
 
     # -- placement
 
@@ -549,13 +572,17 @@ class LayoutAdmin:
             placement=placement,
             remaining_capacity=dict(remaining),
             explicit_assignment=placement is not None and state is not None and self._replicas.explicit(state),
+            spares=frozenset(range(cur.partitions, physical)) - cur.draining,
+            create_partitions="not_needed" if placement is None else "not_checked",
         )
 
     # -- describing
 
     def committed(self, group: str, tps: Sequence[Tuple[str, int]]) -> Dict[Tuple[str, int], int]:
-        """A group's committed offsets (``-1`` when none)."""
-        req = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])]
+        """A group's committed offsets (``-1`` when none) of ``tps``
+        (``(topic, partition)`` pairs); ``TypeError`` for other arguments."""
+        req = [ConsumerGroupTopicPartitions(_args.group_id(group),
+                                            [TopicPartition(t, p) for t, p in _args.topic_partitions(tps, "tps")])]
         try:
             res = self._admin.list_consumer_group_offsets(req, request_timeout=self.timeout)[group].result()
         except KafkaException as e:
@@ -564,36 +591,86 @@ class LayoutAdmin:
 
     def describe(self, topic: str, group: Optional[str] = None) -> TopicDescription:
         """The topic's layout, history, draining/spare partitions, lineage and
-        registrations; with ``group``, every gate's state for that group."""
+        registrations.
+
+        With ``group``: every gate's state for that group (open, closed or
+        holding records, closed since when in wall-clock time, and per source
+        the wait offset, the group's committed offset, the lag to the wait and
+        the member owning it), every physical partition's committed offset,
+        log end, lag and owner (as ``kafka-consumer-groups --describe``), and
+        the group's state and members. A broker that cannot tell the members
+        (no DescribeGroups, or an active group reported without members)
+        leaves owners unknown and says so in ``membership.note``; that is not
+        an error. Raises ``TypeError`` when ``group`` is not a ``str``.
+        """
+        _args.optional_group_id(group)
         cur = self.layout(topic)
         h = self.history
         physical = max(cur.physical_partitions, partition_count(self._admin, topic, self.timeout))
         regs = tuple(h.registrations(topic))
         gates: Tuple[GroupGateState, ...] = ()
+        membership: Optional[GroupMembership] = None
+        partitions: Tuple[GroupPartitionState, ...] = ()
         if group is not None:
-            gates = self._group_gates(topic, group, regs)
+            membership, partitions, gates = self._group_view(topic, group, cur, physical, regs)
         problems = tuple(h.problems)
         return TopicDescription(
             topic, cur, tuple(h.changes(topic)), physical, cur.draining,
             frozenset(range(cur.partitions, physical)) - cur.draining,
-            {p: cur.parent(p) for p in range(physical)}, regs, problems, group, gates,
+            {p: cur.parent(p) for p in range(physical)}, regs, problems, group, gates, membership, partitions,
         )
 
-    def _group_gates(self, topic: str, group: str, regs: Sequence[Registration]) -> Tuple[GroupGateState, ...]:
-        all_gates: List[Tuple[Gate, int]] = [(g, r.timestamp_ms) for r in regs for g in r.gates]
-        sources = sorted({(topic, q) for g, _ in all_gates for q in g.wait})
-        if not sources:
-            return ()
-        committed = self.committed(group, sources)
-        starts = self._offsets.start_offsets(sources)
-        processed = {q: max(committed.get((topic, q), -1), starts.get((topic, q), 0)) for _, q in sources}
+    def _membership(self, topic: str, group: str) -> GroupMembership:
+        try:
+            state, members = _cluster.describe_group(self._admin, group, timeout=self.timeout)
+        except KafkaOrderedError as e:
+            return GroupMembership(group, None, owners_known=False,
+                                   note=f"owners unknown: describing group {group} failed: {e}")
+        assignments = {m.member_id: tuple(sorted(p for t, p in tps if t == topic)) for m, tps in members}
+        if not members and state not in ("empty", "dead"):
+            return GroupMembership(
+                group, state, owners_known=False,
+                note=f"owners unknown: the broker reports group {group} as {state} but lists no members "
+                     "(some brokers, such as the embedded Tansu, do not report group membership)",
+            )
+        return GroupMembership(group, state, tuple(m for m, _ in members), assignments, True,
+                               None if members else f"group {group} has no active members")
+
+    def _group_view(
+        self, topic: str, group: str, cur: Layout, physical: int, regs: Sequence[Registration]
+    ) -> Tuple[GroupMembership, Tuple[GroupPartitionState, ...], Tuple[GroupGateState, ...]]:
+        tps = [(topic, p) for p in range(physical)]
+        committed = self.committed(group, tps)
+        starts = self._offsets.start_offsets(tps)
+        ends = self._offsets.end_offsets(tps)
+        membership = self._membership(topic, group)
+        owners = membership.owners
+        partitions = []
+        for t, p in tps:
+            com = committed.get((t, p), -1)
+            role: PartitionRole = "undeleted" if p < cur.partitions else "draining" if p in cur.draining else "spare"
+            partitions.append(GroupPartitionState(p, role, com, starts.get((t, p), 0), ends.get((t, p), 0),
+                                                  max(0, ends.get((t, p), 0) - com) if com >= 0 else None,
+                                                  owners.get(p)))
         now_ms = time.time() * 1000
-        out = []
-        for g, ts in all_gates:
-            waiting = {q: (w, processed.get(q, -1)) for q, w in sorted(g.wait.items()) if processed.get(q, -1) < w}
-            out.append(GroupGateState(g.partition, g.start, g.producer_id, g.epoch, not waiting, waiting,
-                                      0.0 if not waiting else max(0.0, (now_ms - ts) / 1000.0)))
-        return tuple(out)
+        gates = []
+        for r in regs:
+            for g in r.gates:
+                sources: Dict[int, GateSourceState] = {}
+                for q, w in sorted(g.wait.items()):
+                    com = committed.get((topic, q), -1)
+                    done = max(com, starts.get((topic, q), 0))
+                    sources[q] = GateSourceState(q, w, com, done, max(0, w - done), owners.get(q))
+                waiting = {q: (s.wait, s.processed) for q, s in sources.items() if s.processed < s.wait}
+                held = 0 if not waiting else max(0, ends.get((topic, g.partition), 0) - g.start)
+                gates.append(GroupGateState(
+                    g.partition, g.start, g.producer_id, g.epoch, not waiting, waiting,
+                    0.0 if not waiting else max(0.0, (now_ms - r.timestamp_ms) / 1000.0),
+                    state="open" if not waiting else "holding" if held else "closed",
+                    held_since=None if not waiting else r.timestamp_ms / 1000.0,
+                    held_records=held, sources=sources,
+                ))
+        return membership, tuple(partitions), tuple(gates)
 
     # -- physical partitions
 
@@ -609,35 +686,55 @@ class LayoutAdmin:
         raise KafkaOrderedError(f"topic {topic} did not show {count} partitions in metadata within the timeout")
 
     @staticmethod
-    def _no_create_partitions(topic: str, total: int, code: Optional[int]) -> UnsupportedBrokerApiError:
+    def _no_create_partitions(xp: ExpansionPlan, code: Optional[int]) -> UnsupportedBrokerApiError:
+        """What expand raises, and plan reports, when more physical partitions
+        are needed and the broker lacks CreatePartitions."""
+        total, physical = xp.target.physical_partitions, xp.physical_partitions
         return UnsupportedBrokerApiError(
-            f"cannot expand {topic} to {total} physical partitions: the broker does not support "
-            "the CreatePartitions API. Nothing was changed. Pre-provision spare partitions instead: "
-            f"create the topic with physical_partitions >= {total} "
-            "(`kafka-ordered create TOPIC --partitions N --physical M`); expansions up to that count "
-            "need no broker support.",
+            f"cannot expand {xp.topic} to {total} physical partitions: the broker does not support "
+            f"the CreatePartitions API. Nothing was changed. The topic has {physical} physical partitions with "
+            f"{len(xp.spares)} spare ({', '.join(map(str, sorted(xp.spares))) or 'none'})"
+            + (f" and {len(xp.current.draining)} draining" if xp.current.draining else "")
+            + f"; expand needs no broker support up to {physical} undeleted partitions. For more, pre-provision "
+            f"spare partitions: create the topic with physical_partitions >= {total} "
+            "(`kafka-ordered create TOPIC --partitions N --physical M`).",
             api="CreatePartitions",
             code=code,
         )
 
-    def _create_partitions(self, topic: str, total: int) -> None:
-        fs = self._admin.create_partitions([NewPartitions(topic, total)], request_timeout=self.timeout)
+    def _create_partitions(self, topic: str, total: int, *, validate_only: bool = False) -> None:
+        fs = self._admin.create_partitions([NewPartitions(topic, total)], request_timeout=self.timeout,
+                                           validate_only=validate_only)
         try:
             fs[topic].result()
         except KafkaException as e:
-            err = translate(e, f"adding partitions to {topic}", api="CreatePartitions")
-            if isinstance(err, UnsupportedBrokerApiError):
-                raise self._no_create_partitions(topic, total, err.code) from e
-            raise err from e
-        self._wait_partitions(topic, total)
+            raise translate(e, f"adding partitions to {topic}", api="CreatePartitions") from e
+        if not validate_only:
+            self._wait_partitions(topic, total)
 
-    def _create_planned_partitions(self, topic: str, plan: PlacementPlan) -> None:
+    def _check_create_partitions(self, xp: ExpansionPlan) -> ExpansionPlan:
+        """``xp`` with what the broker answers when asked to validate its
+        CreatePartitions request (nothing is created)."""
+        if xp.placement is None:
+            return xp
         try:
-            _cluster.create_partitions(self._admin, topic, plan.assignment, timeout=self.timeout)
+            if xp.explicit_assignment:
+                _cluster.create_partitions(self._admin, xp.topic, xp.placement.assignment, timeout=self.timeout,
+                                           validate_only=True)
+            else:
+                self._create_partitions(xp.topic, xp.target.physical_partitions, validate_only=True)
         except UnsupportedBrokerApiError as e:
-            if e.api == "CreatePartitions":
-                raise self._no_create_partitions(topic, plan.total_partitions, e.code) from e
+            if e.api != "CreatePartitions":
+                raise
+            return dataclasses.replace(xp, create_partitions="unsupported",
+                                       problem=str(self._no_create_partitions(xp, e.code)))
+        except (BrokerUnavailableError, UnknownTopicError):
             raise
+        except KafkaOrderedError as e:
+            return dataclasses.replace(xp, create_partitions="refused",
+                                       problem=f"the broker refused to add partitions to {xp.topic} "
+                                               f"(validated only, nothing was created): {e}")
+        return dataclasses.replace(xp, create_partitions="supported")
 
     def _delete_records(self, topic: str, before: Mapping[int, int]) -> Dict[int, int]:
         if not before:

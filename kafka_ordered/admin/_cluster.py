@@ -35,7 +35,7 @@ from ..errors import (
     translate,
 )
 from ..placement import PlacementPlan
-from ._results import ClusterState, ElectionResult, ElectionStatus, ReassignmentResult
+from ._results import ClusterState, ElectionResult, ElectionStatus, GroupMember, ReassignmentResult
 
 __all__ = [
     "AdminLike",
@@ -55,6 +55,7 @@ __all__ = [
     "broker_config",
     "topic_config",
     "elect_preferred_leaders",
+    "describe_group",
 ]
 
 AdminLike = Union[AdminClient, Mapping[str, Any]]
@@ -136,6 +137,33 @@ def topic_assignment(admin: AdminLike, topic: str, *, timeout: float = 10.0) -> 
     return {p: list(pm.replicas) for p, pm in sorted(t.partitions.items())}
 
 
+def describe_group(
+    admin: AdminLike, group: str, *, timeout: float = 10.0
+) -> Tuple[str, List[Tuple[GroupMember, List[Tuple[str, int]]]]]:
+    """The state of consumer group ``group`` (lower case: ``"stable"``,
+    ``"empty"``, ...) and its members, each with the partitions assigned to
+    it, from DescribeGroups. A group that does not exist is ``"empty"`` or
+    ``"dead"`` with no members (as the broker reports it).
+
+    Raises ``UnsupportedBrokerApiError`` (api ``"DescribeGroups"``) on
+    brokers without the API, ``BrokerUnavailableError`` on timeouts, another
+    :class:`KafkaOrderedError` for other broker errors (e.g. authorization).
+    """
+    client = _client(admin)
+    try:
+        d = client.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout + 1)
+    except Exception as e:
+        raise translate(e, f"describe consumer group {group!r}", api="DescribeGroups") from e
+    state = getattr(d.state, "name", None) or "unknown"
+    members = []
+    for m in d.members or ():
+        tps = m.assignment.topic_partitions if m.assignment is not None else []
+        members.append((GroupMember(str(m.member_id), str(m.client_id or ""), str(m.host or ""),
+                                    m.group_instance_id or None),
+                        [(str(tp.topic), int(tp.partition)) for tp in tps]))
+    return state.lower(), members
+
+
 # -- creating
 
 
@@ -209,10 +237,12 @@ def create_partitions(
     *,
     timeout: float = 30.0,
     verify: bool = True,
+    validate_only: bool = False,
 ) -> Dict[int, List[int]]:
     """Add the partitions of ``assignment`` (new ids, consecutive from the
     topic's current count) to ``topic`` with those replicas. Returns the
-    topic's assignment afterwards.
+    topic's assignment afterwards. With ``validate_only`` the broker only
+    validates the request (nothing is created; returns ``{}``).
 
     Raises ``UnsupportedBrokerApiError`` (api ``"CreatePartitions"``) on
     brokers without it, ``UnknownTopicError``, ``PlacementError`` when the
@@ -223,10 +253,13 @@ def create_partitions(
     client = _client(admin)
     new = NewPartitions(topic, first + len(lists), replica_assignment=lists)
     try:
-        fs = client.create_partitions([new], operation_timeout=timeout, request_timeout=timeout)
+        fs = client.create_partitions([new], operation_timeout=timeout, request_timeout=timeout,
+                                      validate_only=validate_only)
         fs[topic].result(timeout + 1)
     except Exception as e:
         raise translate(e, f"add partitions to {topic!r}", api="CreatePartitions") from e
+    if validate_only:
+        return {}
     wanted = {first + i: reps for i, reps in enumerate(lists)}
     return _verify(client, topic, wanted, timeout, "CreatePartitions") if verify else topic_assignment(client, topic)
 

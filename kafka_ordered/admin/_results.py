@@ -20,6 +20,13 @@ __all__ = [
     "ElectionStatus",
     "ElectionResult",
     "ReassignmentResult",
+    "GroupMember",
+    "GroupMembership",
+    "GroupPartitionState",
+    "GateSourceState",
+    "GateState",
+    "CreatePartitionsCheck",
+    "PartitionRole",
     "GroupGateState",
     "TopicDescription",
     "RetireResult",
@@ -29,6 +36,14 @@ __all__ = [
 ]
 
 ElectionStatus = Literal["elected", "not_needed", "failed"]
+#: ``open``; ``closed`` (no record at or past its start yet); ``holding``
+#: (records at or past its start wait behind it).
+GateState = Literal["open", "closed", "holding"]
+#: Whether expanding needs CreatePartitions and what the broker said when
+#: :meth:`LayoutAdmin.plan` asked it to validate the request.
+CreatePartitionsCheck = Literal["not_needed", "supported", "unsupported", "refused", "not_checked"]
+#: What a physical partition is in the current layout.
+PartitionRole = Literal["undeleted", "draining", "spare"]
 
 
 @dataclass(frozen=True)
@@ -103,10 +118,119 @@ def elections_dict(elections: Mapping[int, ElectionResult]) -> Dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class GroupMember:
+    """A consumer group member as the broker's DescribeGroups reports it (the
+    CONSUMER-ID, HOST and CLIENT-ID columns of ``kafka-consumer-groups
+    --describe``); ``group_instance_id`` for static members."""
+
+    member_id: str
+    client_id: str
+    host: str
+    group_instance_id: Optional[str] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        """``member_id``, ``client_id``, ``host``, ``group_instance_id``."""
+        return {"member_id": self.member_id, "client_id": self.client_id, "host": self.host,
+                "group_instance_id": self.group_instance_id}
+
+
+@dataclass(frozen=True)
+class GroupMembership:
+    """Who consumes a topic in a group, from DescribeGroups.
+
+    ``state`` is the group state in lower case (``"stable"``, ``"empty"``,
+    ``"preparing_rebalancing"``, ``"completing_rebalancing"``, ``"dead"``,
+    ``"unknown"``), ``None`` when the group could not be described.
+    ``members`` are the group's members with, in ``assignments``, the
+    partitions of the described topic each owns; ``owners`` maps those
+    partitions to their member. ``owners_known`` is False when the broker did
+    not tell who owns what (the describe call failed, or the broker reports an
+    active group without members, as the embedded Tansu does); ``note`` then
+    says why. Consumers that ``assign()`` partitions without subscribing are
+    not group members and own nothing here (as in ``kafka-consumer-groups``).
+    """
+
+    group: str
+    state: Optional[str]
+    members: Tuple[GroupMember, ...] = ()
+    assignments: Mapping[str, Tuple[int, ...]] = field(default_factory=dict)
+    owners_known: bool = True
+    note: Optional[str] = None
+
+    @property
+    def owners(self) -> Dict[int, GroupMember]:
+        """Partition of the described topic -> the member that owns it."""
+        by_id = {m.member_id: m for m in self.members}
+        return {p: by_id[mid] for mid, ps in self.assignments.items() if mid in by_id for p in ps}
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready description; each member carries its ``partitions``."""
+        return {
+            "state": self.state,
+            "members": [{**m.to_dict(), "partitions": sorted(self.assignments.get(m.member_id, ()))}
+                        for m in self.members],
+            "owners_known": self.owners_known,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class GroupPartitionState:
+    """One physical partition of a topic as a consumer group sees it (the rows
+    of ``kafka-consumer-groups --describe``): ``committed`` offset (``-1``:
+    none), ``log_start``/``log_end`` offsets, ``lag`` = ``log_end -
+    committed`` (``None`` without a commit, shown as ``-``), ``owner`` (the
+    member that owns it, ``None`` when none does or it is unknown) and its
+    ``role`` in the current layout."""
+
+    partition: int
+    role: PartitionRole
+    committed: int
+    log_start: int
+    log_end: int
+    lag: Optional[int]
+    owner: Optional[GroupMember] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready description."""
+        return {"partition": self.partition, "role": self.role, "committed": self.committed,
+                "log_start": self.log_start, "log_end": self.log_end, "lag": self.lag,
+                "owner": self.owner.to_dict() if self.owner is not None else None}
+
+
+@dataclass(frozen=True)
+class GateSourceState:
+    """One source a gate waits on, for a group: the ``wait`` offset, the
+    group's ``committed`` offset (``-1``: none), ``processed`` (the larger of
+    committed and log start: what the gate compares), ``lag`` = records still
+    to process before this wait is met (``max(0, wait - processed)``), and the
+    member that owns the source (``None``: none, or unknown)."""
+
+    partition: int
+    wait: int
+    committed: int
+    processed: int
+    lag: int
+    owner: Optional[GroupMember] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready description (without ``partition``, the key it is listed under)."""
+        return {"wait": self.wait, "committed": self.committed, "processed": self.processed, "lag": self.lag,
+                "owner": self.owner.to_dict() if self.owner is not None else None}
+
+
+@dataclass(frozen=True)
 class GroupGateState:
     """One gate as a consumer group sees it: open, or waiting on sources
     (``waiting_on``: source -> (wait offset, group's processed offset)) for
-    ``waiting_s`` seconds since the registration was written."""
+    ``waiting_s`` seconds since the registration was written.
+
+    ``state``: ``"open"``, ``"closed"`` (no record at or past ``start``
+    yet), ``"holding"`` (``held_records`` records at or past ``start`` wait
+    behind it). ``held_since``: wall-clock Unix seconds since when the gate is
+    closed (the registration's timestamp; ``None`` once open). ``sources``:
+    every source with the group's committed offset, lag and owner.
+    """
 
     partition: int
     start: int
@@ -115,6 +239,10 @@ class GroupGateState:
     open: bool
     waiting_on: Mapping[int, Tuple[int, int]]
     waiting_s: float
+    state: GateState = "open"
+    held_since: Optional[float] = None
+    held_records: int = 0
+    sources: Mapping[int, GateSourceState] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,10 +260,13 @@ class TopicDescription:
     problems: Tuple[LogProblem, ...] = ()
     group: Optional[str] = None
     gates: Tuple[GroupGateState, ...] = ()
+    membership: Optional[GroupMembership] = None
+    partitions: Tuple[GroupPartitionState, ...] = ()
 
     def to_dict(self) -> Dict[str, Any]:
-        """A JSON-ready description (string keys); ``group`` and ``gates``
-        only when described for a group."""
+        """A JSON-ready description (string keys). The same keys with or
+        without a group: ``group`` and ``membership`` are ``None`` and
+        ``partitions`` and ``gates`` empty when not described for a group."""
         d: Dict[str, Any] = {
             "topic": self.topic,
             "layout": self.layout.to_dict(),
@@ -158,12 +289,19 @@ class TopicDescription:
             ],
             "problems": [{"offset": p.offset, "reason": p.reason} for p in self.problems],
         }
+        d["group"] = self.group
+        d["membership"] = None
+        d["partitions"] = []
+        d["gates"] = []
         if self.group is not None:
-            d["group"] = self.group
+            d["membership"] = self.membership.to_dict() if self.membership is not None else None
+            d["partitions"] = [p.to_dict() for p in self.partitions]
             d["gates"] = [
                 {"partition": g.partition, "start": g.start, "producer": g.producer_id, "epoch": g.epoch,
-                 "open": g.open, "waiting_s": round(g.waiting_s, 3),
-                 "waiting_on": {str(q): {"wait": w, "processed": pr} for q, (w, pr) in g.waiting_on.items()}}
+                 "open": g.open, "state": g.state, "held_since": g.held_since, "held_records": g.held_records,
+                 "waiting_s": round(g.waiting_s, 3),
+                 "waiting_on": {str(q): {"wait": w, "processed": pr} for q, (w, pr) in g.waiting_on.items()},
+                 "sources": {str(q): s.to_dict() for q, s in sorted(g.sources.items())}}
                 for g in self.gates
             ]
         return d
@@ -204,6 +342,15 @@ class ExpansionPlan:
     ``explicit_assignment`` is True when the new partitions are created with the
     placement's replica lists (more than one live broker), False when the
     broker places them (one live broker: the same placement).
+
+    ``spares`` are the topic's spare physical partitions now (neither
+    undeleted nor draining). ``create_partitions`` says whether new physical
+    partitions are needed and, for a plan from :meth:`LayoutAdmin.plan`,
+    what the broker answered when asked to validate the CreatePartitions
+    request (``"supported"``, ``"unsupported"``: it lacks the API,
+    ``"refused"``: it rejected the request); ``"not_checked"`` for the plan
+    :meth:`LayoutAdmin.expand` applies. ``problem`` is why ``expand`` would
+    fail (``None``: it would succeed, see :attr:`will_succeed`).
     """
 
     topic: str
@@ -215,10 +362,14 @@ class ExpansionPlan:
     placement: Optional[PlacementPlan]
     remaining_capacity: Mapping[int, Optional[int]] = field(default_factory=dict)
     explicit_assignment: bool = False
+    spares: FrozenSet[int] = frozenset()
+    create_partitions: CreatePartitionsCheck = "not_needed"
+    problem: Optional[str] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reused_draining", frozenset(self.reused_draining))
         object.__setattr__(self, "reused_spares", frozenset(self.reused_spares))
+        object.__setattr__(self, "spares", frozenset(self.spares))
         object.__setattr__(self, "remaining_capacity", MappingProxyType(dict(sorted(self.remaining_capacity.items()))))
 
     @property
@@ -230,6 +381,12 @@ class ExpansionPlan:
     def undeleted(self) -> List[int]:
         """The partitions that become undeleted (reused and new)."""
         return list(range(self.current.partitions, self.target.partitions))
+
+    @property
+    def will_succeed(self) -> bool:
+        """Whether :meth:`LayoutAdmin.expand` with the same arguments would
+        succeed now (``problem`` says why not)."""
+        return self.problem is None
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready description (string keys)."""
@@ -246,6 +403,10 @@ class ExpansionPlan:
             "explicit_assignment": self.explicit_assignment,
             "remaining_capacity": {str(b): c for b, c in sorted(self.remaining_capacity.items())},
             "layout": self.target.to_dict(),
+            "spares": sorted(self.spares),
+            "create_partitions": self.create_partitions,
+            "will_succeed": self.will_succeed,
+            "problem": self.problem,
         }
 
 
@@ -313,5 +474,7 @@ class AdoptResult:
     records: int
 
     def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready description (string keys): the layout, the hash, whether
+        it was detected, and ``records_sampled``."""
         return {"layout": self.layout.to_dict(), "hash": self.hash, "detected": self.detected,
                 "records_sampled": self.records}

@@ -1,7 +1,8 @@
 """``kafka-ordered`` command line: manage layouts, run the embedded broker and the demo.
 
-Human output by default, ``--json`` for scripts. Exit codes: 0 success,
-1 a kafka-ordered error (the message says what to do), 2 bad usage.
+Human output by default, ``--json`` for scripts (shapes: ``docs/cli-json.md``).
+Exit codes: 0 done, 1 failed, 2 bad usage or configuration, 3 the main job was
+done but a follow-up failed (the message says what to run next).
 """
 
 from __future__ import annotations
@@ -9,31 +10,105 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
+import platform
+import re
 import signal
 import sys
+import textwrap
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
-from confluent_kafka import KafkaException
+import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException
 
 from .._environment import BOOTSTRAP_ENV
-from ..errors import ConfigError, KafkaOrderedError
+from ..errors import BrokerUnavailableError, ConfigError, KafkaOrderedError
 from . import _render
+from ._properties import parse_properties
 from ._render import expansion_plan_text
 
-__all__ = ["main", "expansion_plan_text"]
+__all__ = ["main", "expansion_plan_text", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_FOLLOW_UP", "EXIT_CODES"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_FOLLOW_UP = 3
+#: Exit code -> what it means (the ``--help`` epilog; docs/cli-json.md).
+EXIT_CODES: Mapping[int, str] = {
+    EXIT_OK: "done",
+    EXIT_FAILED: "failed: the error says why (for plan: expand would fail, and the plan says why)",
+    EXIT_USAGE: "bad usage or configuration: arguments, -X, --command-config, ordered.* values",
+    EXIT_FOLLOW_UP: "the main job was done but a follow-up failed (e.g. expand --elect-leaders when the "
+                    "election fails); the message says what to run next",
+    130: "interrupted (Ctrl-C)",
+}
+_DEFAULT_BOOTSTRAP = "localhost:9092"
+
+
+def _epilog() -> str:
+    codes = "\n".join(textwrap.fill(text, 78, initial_indent=f"  {code:<4}", subsequent_indent=" " * 6,
+                                    break_on_hyphens=False)
+                      for code, text in EXIT_CODES.items())
+    tail = textwrap.fill("With --json, stdout holds one JSON document: the result, or "
+                         '{"error": {"type": ..., "message": ..., "code": ...}}; the shapes are in '
+                         "docs/cli-json.md. --debug adds log messages and tracebacks on stderr.", 78)
+    return f"exit codes:\n{codes}\n\n{tail}"
+
+
+class _UsageError(Exception):
+    """argparse found bad usage; ``usage`` is the parser's usage line."""
+
+    def __init__(self, message: str, usage: str, prog: str) -> None:
+        super().__init__(message)
+        self.usage, self.prog = usage, prog
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message, self.format_usage(), self.prog)
+
+
+def _setting(text: str) -> Tuple[str, str]:
+    if "=" not in text or not text.split("=", 1)[0].strip():
+        # A bare key is shown; anything else may hold a secret (-X sasl.password:...).
+        got = repr(text) if re.fullmatch(r"[A-Za-z0-9._-]*", text) else "a setting without '=' (not shown)"
+        raise ConfigError(f"-X expects KEY=VALUE, got {got}")
+    k, v = text.split("=", 1)
+    return k.strip(), v
+
+
+def _read_command_config(path: str) -> Dict[str, str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ConfigError(f"cannot read --command-config {path}: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"cannot read --command-config {path}: not UTF-8 text ({e.reason})") from e
+    return parse_properties(text, path)
 
 
 def _config(args: argparse.Namespace) -> Dict[str, Any]:
-    conf: Dict[str, Any] = {"bootstrap.servers": args.bootstrap}
+    """The client config: the ``--command-config`` file, then ``-X``
+    settings, then ``--bootstrap-server`` and ``--layout-topic`` when given
+    (later wins, as in Kafka's tools). Without ``--bootstrap-server`` nor a
+    ``bootstrap.servers`` setting: ``$KAFKA_ORDERED_BOOTSTRAP``, else
+    localhost:9092. Raises :class:`ConfigError` for a bad ``-X`` or file."""
+    conf: Dict[str, Any] = {}
+    if getattr(args, "command_config", None):
+        conf.update(_read_command_config(args.command_config))
+    for kv in args.config or ():
+        k, v = _setting(kv)
+        conf[k] = v
+    if args.bootstrap:
+        conf["bootstrap.servers"] = args.bootstrap
+    elif not conf.get("bootstrap.servers"):
+        conf["bootstrap.servers"] = os.environ.get(BOOTSTRAP_ENV) or _DEFAULT_BOOTSTRAP
     if args.layout_topic:
         conf["ordered.layout.topic"] = args.layout_topic
-    for kv in args.config or ():
-        if "=" not in kv:
-            raise SystemExit(f"-X expects key=value, got {kv!r}")
-        k, v = kv.split("=", 1)
-        conf[k] = v
     return conf
 
 
@@ -44,7 +119,22 @@ def _emit(args: argparse.Namespace, data: Any, human: Callable[[], str]) -> None
 def _admin(args: argparse.Namespace) -> Any:
     from ..admin import LayoutAdmin
 
-    return LayoutAdmin(_config(args))
+    args.resolved_config = _config(args)
+    return LayoutAdmin(args.resolved_config)
+
+
+def _connection_flags(args: argparse.Namespace) -> str:
+    """The connection options to repeat in a suggested follow-up command (no
+    ``-X``: it may hold secrets)."""
+    conf = getattr(args, "resolved_config", None) or {}
+    flags = f" --bootstrap-server {conf.get('bootstrap.servers', args.bootstrap or _DEFAULT_BOOTSTRAP)}"
+    if getattr(args, "command_config", None):
+        flags += f" --command-config {args.command_config}"
+    if args.layout_topic:
+        flags += f" --layout-topic {args.layout_topic}"
+    if args.config:
+        flags += " -X ..."
+    return flags
 
 
 def _limits_arg(text: str) -> Union[int, Dict[int, int]]:
@@ -110,6 +200,30 @@ def _failed_elections(elections: Mapping[str, Mapping[str, Any]]) -> List[str]:
     return [p for p, e in elections.items() if e["status"] == "failed"]
 
 
+def _election_follow_up(args: argparse.Namespace, elections: Mapping[str, Mapping[str, Any]],
+                        done: str) -> Optional[Dict[str, str]]:
+    """``None`` when no election failed, else what failed and the command
+    that retries it (the ``follow_up`` of expand and heal)."""
+    failed = _failed_elections(elections)
+    if not failed:
+        return None
+    first = elections[failed[0]]
+    why = f"{first['error']}: {first['message']}" if first["error"] else "failed"
+    return {
+        "done": done,
+        "failed": f"electing preferred leaders of partitions {','.join(failed)} ({why})",
+        "run": f"kafka-ordered elect-leaders {args.topic} --partitions {','.join(failed)}{_connection_flags(args)}",
+    }
+
+
+def _follow_up_status(follow_up: Optional[Mapping[str, str]]) -> int:
+    """0, or 3 with one line on stderr saying what failed and what to run next."""
+    if follow_up is None:
+        return EXIT_OK
+    _render.error(f"{follow_up['done']}, but {follow_up['failed']}; once that is fixed run: {follow_up['run']}")
+    return EXIT_FOLLOW_UP
+
+
 def cmd_create(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         lay = admin.create_topic(args.topic, args.partitions, args.physical, args.replication_factor,
@@ -117,40 +231,35 @@ def cmd_create(args: argparse.Namespace) -> int:
         placed = admin.last_placement
     data = {**lay.to_dict(), "placement": placed.to_dict() if placed is not None else None}
     _emit(args, data, lambda: _render.created_text(lay, placed, args.topic))
-    return 0
+    return EXIT_OK
 
 
 def cmd_adopt(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         res = admin.adopt_with_report(args.topic, hash=args.hash)
     _emit(args, res.to_dict(), lambda: _render.adopted_text(res))
-    return 0
-
-
-def _election_status(elections: Any, done: str) -> int:
-    """Exit status after a change that elected leaders: 1 (with the reason on
-    stderr) when any election failed, else 0."""
-    failed = _failed_elections(elections)
-    if failed:
-        _render.error(f"{done}, but electing preferred leaders failed for partitions {', '.join(failed)}")
-        return 1
-    return 0
+    return EXIT_OK
 
 
 def cmd_expand(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         res = admin.expand_with_report(args.topic, args.partitions, elect_leaders=args.elect_leaders, **_placement(args))
     full = res.to_dict()
-    data = {**res.layout.to_dict(), "placement": full["plan"]["placement"], "elections": full["elections"]}
+    follow_up = _election_follow_up(args, full["elections"], f"{args.topic} was expanded to {args.partitions}")
+    data = {**res.layout.to_dict(), "placement": full["plan"]["placement"], "elections": full["elections"],
+            "follow_up": follow_up}
     _emit(args, data, lambda: _render.expanded_text(res, full["elections"], args.elect_leaders))
-    return _election_status(full["elections"], f"{args.topic} was expanded")
+    return _follow_up_status(follow_up)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         plan = admin.plan(args.topic, args.to, **_placement(args))
     _emit(args, plan.to_dict(), lambda: _render.expansion_plan_text(plan))
-    return 0
+    if not plan.will_succeed:
+        _render.error(f"expand would fail: {(plan.problem or '').split('. ')[0]} (the plan says more)")
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 def cmd_heal(args: argparse.Namespace) -> int:
@@ -158,42 +267,46 @@ def cmd_heal(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         if args.dry_run:
             plan = admin.plan_heal(args.topic, replication_factor=args.replication_factor, **kwargs)
-            data = plan.to_dict()
-            if plan.target:
-                data["reassignment_json"] = json.loads(plan.to_reassignment_json())
+            data = {"dry_run": True, "plan": plan.to_dict(),
+                    "reassignment_json": json.loads(plan.to_reassignment_json()) if plan.target else None,
+                    "reassignments": {}, "elections": {}, "follow_up": None}
             _emit(args, data, lambda: _render.heal_dry_run_text(plan))
-            return 0
+            return EXIT_OK
         res = admin.heal(args.topic, replication_factor=args.replication_factor, elect_leaders=args.elect_leaders,
                          **kwargs)
-    data = res.to_dict()
-    _emit(args, data, lambda: _render.healed_text(res, data["elections"], args.elect_leaders))
-    return _election_status(data["elections"], "replicas were reassigned")
+    full = res.to_dict()
+    follow_up = _election_follow_up(args, full["elections"], "replicas were reassigned")
+    data = {"dry_run": False, **full,
+            "reassignment_json": json.loads(res.plan.to_reassignment_json()) if res.plan.target else None,
+            "follow_up": follow_up}
+    _emit(args, data, lambda: _render.healed_text(res, full["elections"], args.elect_leaders))
+    return _follow_up_status(follow_up)
 
 
 def cmd_elect_leaders(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         results = admin.elect_leaders(args.topic, args.partitions)
-    data = {str(p): r.to_dict() for p, r in sorted(results.items())}
-    _emit(args, data, lambda: _render.elections_text(args.topic, data))
-    failed = _failed_elections(data)
+    elections = {str(p): r.to_dict() for p, r in sorted(results.items())}
+    _emit(args, {"topic": args.topic, "elections": elections}, lambda: _render.elections_text(args.topic, elections))
+    failed = _failed_elections(elections)
     if failed:
         _render.error(f"electing preferred leaders failed for partitions {', '.join(failed)}")
-        return 1
-    return 0
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 def cmd_shrink(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         lay = admin.shrink(args.topic, args.partitions)
     _emit(args, lay.to_dict(), lambda: "shrunk " + _render.layout_line(lay.to_dict()))
-    return 0
+    return EXIT_OK
 
 
 def cmd_retire(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         res = admin.retire(args.topic, args.group or (), delete_records=args.delete_records)
     _emit(args, res.to_dict(), lambda: _render.retired_text(res))
-    return 0
+    return EXIT_OK
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
@@ -201,7 +314,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
         desc = admin.describe(args.topic, group=args.group)
     data = desc.to_dict()
     _emit(args, data, lambda: _render.description_text(data, args.group))
-    return 0
+    return EXIT_OK
 
 
 def cmd_upgrade_protocol(args: argparse.Namespace) -> int:
@@ -216,31 +329,37 @@ def cmd_upgrade_protocol(args: argparse.Namespace) -> int:
 def cmd_broker(args: argparse.Namespace) -> int:
     from ..testing import EmbeddedBroker
 
+    stop = {"now": False}
+
+    def handler(signum: int, frame: Any) -> None:
+        stop["now"] = True
+
+    # Installed before the address is printed: a caller may stop us as soon as it reads it.
+    previous = signal.signal(signal.SIGTERM, handler)
     with EmbeddedBroker(port=args.port) as broker:
-        _render.out(broker.bootstrap_servers)
+        if args.json:
+            _render.out(json.dumps({"bootstrap_servers": broker.bootstrap_servers, "pid": broker.pid}))
+        else:
+            _render.out(broker.bootstrap_servers)
         _render.note(f"embedded Tansu broker running (pid {broker.pid}); Ctrl-C to stop")
-        stop = {"now": False}
-
-        def handler(signum: int, frame: Any) -> None:
-            stop["now"] = True
-
-        signal.signal(signal.SIGTERM, handler)
         try:
             while not stop["now"]:
                 time.sleep(0.2)
                 if not broker.running:
-                    _render.note("broker exited")
-                    return 1
+                    _render.error("the embedded broker exited")
+                    return EXIT_FAILED
         except KeyboardInterrupt:
             pass
-    return 0
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    return EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from ..testing.demo import run_demo, scenario_from_args
 
     base, runs = scenario_from_args(args)
-    results = run_demo(base, runs, bootstrap=args.bootstrap, progress=sys.stderr)
+    results = run_demo(base, runs, bootstrap=args.bootstrap, progress=_render.progress_stream())
     rows = [r.row() for r in results]
     violations = [
         f"  {'ordered' if r.scenario.ordered else 'plain'}: key {v.key.decode()} of {v.producer} "
@@ -249,14 +368,35 @@ def cmd_demo(args: argparse.Namespace) -> int:
     ]
     _render.emit(args.json, {"results": rows, "scenario": dataclasses.asdict(base)},
                  lambda: _render.demo_table(rows, violations), sort_keys=False)
-    return 0 if all(r.report.ok for r in results if r.scenario.ordered) else 1
+    return EXIT_OK if all(r.report.ok for r in results if r.scenario.ordered) else EXIT_FAILED
+
+
+def _client_version() -> str:
+    v = confluent_kafka.version()  # a str in 2.x; (str, int) in older releases
+    return str(v[0] if isinstance(v, tuple) else v)
+
+
+def _version() -> Dict[str, Any]:
+    from .. import __version__, speedups_enabled
+
+    return {"kafka_ordered": __version__, "python": platform.python_version(),
+            "confluent_kafka": _client_version(), "librdkafka": confluent_kafka.libversion()[0],
+            "speedups": speedups_enabled()}
+
+
+def _output_arguments(p: argparse.ArgumentParser, *, top: bool = False) -> None:
+    suffix = "_top" if top else ""
+    p.add_argument("--json", dest="json" + suffix, action="store_true",
+                   help="machine-readable output, errors included (docs/cli-json.md)")
+    p.add_argument("--debug", dest="debug" + suffix, action="store_true",
+                   help="log messages and tracebacks on stderr")
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
     """The ``demo`` options. Scenario sizes default to ``None``: the demo then
     uses :class:`kafka_ordered.testing.demo.Scenario`'s defaults (so parsing
     needs no import of the testing package)."""
-    p.add_argument("--bootstrap", "-b", default=os.environ.get(BOOTSTRAP_ENV),
+    p.add_argument("--bootstrap-server", "--bootstrap", "-b", dest="bootstrap", default=os.environ.get(BOOTSTRAP_ENV),
                    help="use this broker instead of starting an embedded one")
     p.add_argument("--duration", type=float, help="seconds of producing per run")
     p.add_argument("--producers", type=int)
@@ -267,23 +407,37 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layouts", default="4,5,6,8,6,8", help="initial count, then the layout changes")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--only", choices=["ordered", "plain"], help="run just one of the two")
-    p.add_argument("--json", action="store_true")
+    _output_arguments(p)
 
 
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--bootstrap", "-b", default=os.environ.get(BOOTSTRAP_ENV, "localhost:9092"),
-                        help=f"bootstrap servers (default ${BOOTSTRAP_ENV} or localhost:9092)")
-    common.add_argument("--layout-topic", help="layout log topic (default _kafka_ordered)")
-    common.add_argument("-X", dest="config", action="append", metavar="KEY=VALUE",
-                        help="extra librdkafka client config, e.g. -X security.protocol=SSL")
-    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common = _Parser(add_help=False)
+    conn = common.add_argument_group("connection")
+    conn.add_argument("--bootstrap-server", "--bootstrap", "-b", dest="bootstrap", metavar="HOST:PORT,...",
+                      help=f"bootstrap servers (default: bootstrap.servers from --command-config or -X, else "
+                           f"${BOOTSTRAP_ENV}, else {_DEFAULT_BOOTSTRAP})")
+    conn.add_argument("--command-config", metavar="FILE",
+                      help="client settings in a Java properties file (key=value lines, # comments), "
+                           "as Kafka's tools take; -X settings override it")
+    conn.add_argument("-X", dest="config", action="append", metavar="KEY=VALUE",
+                      help="a librdkafka client setting, e.g. -X security.protocol=SSL (repeatable)")
+    conn.add_argument("--layout-topic", help="layout log topic (default _kafka_ordered)")
+    _output_arguments(common)
 
-    p = argparse.ArgumentParser(prog="kafka-ordered", description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="command", required=True)
+    p = _Parser(prog="kafka-ordered", description="Manage the layouts of ordered topics; run the embedded broker "
+                "and the demo.", epilog=_epilog(),
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="store_true",
+                   help="print the versions of kafka-ordered, Python, confluent-kafka and librdkafka, and whether "
+                        "the C speed-ups are on, and exit")
+    _output_arguments(p, top=True)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    def add(name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, parents=[common], help=help, description=help)
+    def add(name: str, fn: Callable[[argparse.Namespace], int], help: str,
+            parents: Sequence[_Parser] = (common,)) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, parents=list(parents), help=help, description=textwrap.fill(help, 78),
+                            epilog=_epilog(),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
         sp.set_defaults(fn=fn)
         return sp
 
@@ -315,15 +469,16 @@ def _parser() -> argparse.ArgumentParser:
                     help="default: detected from the topic's keyed records (murmur2: Java clients/librdkafka "
                          "murmur2_random; crc32: librdkafka default consistent_random)")
 
-    sp = add("expand", cmd_expand, "grow the undeleted partition count")
+    sp = add("expand", cmd_expand, "grow the undeleted partition count (exit 3 when --elect-leaders fails "
+                                   "after the expansion)")
     sp.add_argument("topic")
     sp.add_argument("partitions", type=int)
     placement(sp)
     sp.add_argument("--elect-leaders", action="store_true",
                     help="elect the preferred leaders of the partitions that become undeleted")
 
-    sp = add("plan", cmd_plan, "show what expand would do (reused spares, new partitions and their replicas); "
-                               "changes nothing")
+    sp = add("plan", cmd_plan, "show what expand would do (reused spares, new partitions and their replicas, "
+                               "whether the broker can create them); changes nothing; exit 1 when expand would fail")
     sp.add_argument("topic")
     sp.add_argument("--to", type=int, required=True, metavar="N", help="the undeleted partition count to plan for")
     placement(sp)
@@ -349,37 +504,104 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--group", "-g", action="append", help="consumer group that must have consumed them (repeatable)")
     sp.add_argument("--delete-records", action="store_true", help="also delete their records (DeleteRecords)")
 
-    sp = add("describe", cmd_describe, "show layout, history, lineage, registrations (and gates with --group)")
+    sp = add("describe", cmd_describe, "show layout, history, lineage, registrations; with --group also every "
+                                       "gate, partition lag and owner for that group")
     sp.add_argument("topic")
-    sp.add_argument("--group", "-g", help="show every gate's state for this consumer group")
+    sp.add_argument("--group", "-g", help="show gates (state, held since, waits, lag, owners) and per partition "
+                                          "committed offset, lag and owner for this consumer group")
 
     add("upgrade-protocol", cmd_upgrade_protocol,
         "move a layout log written by kafka-ordered < protocol 2 (settle pause) to the causal-token protocol; "
         "stop every older producer, consumer and Spark query first (docs/protocol.md)")
 
-    sp = sub.add_parser("broker", help="run an embedded Tansu broker in the foreground")
+    output = _Parser(add_help=False)
+    _output_arguments(output)
+    sp = add("broker", cmd_broker, "run an embedded Tansu broker in the foreground (prints its address; "
+                                   "with --json one line {\"bootstrap_servers\": ..., \"pid\": ...})",
+             parents=[output])
     sp.add_argument("--port", type=int, help="default: a free port")
-    sp.set_defaults(fn=cmd_broker)
 
-    sp = sub.add_parser("demo", help="ordered vs plain clients through layout changes, on an embedded broker")
+    sp = add("demo", cmd_demo, "ordered vs plain clients through layout changes, on an embedded broker",
+             parents=[])
     _demo_arguments(sp)
-    sp.set_defaults(fn=cmd_demo)
     return p
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = _parser().parse_args(argv)
+@contextmanager
+def _logging(debug: bool) -> Iterator[None]:
+    """Library log messages (kafka_ordered.*, librdkafka's through it) go to
+    stderr with ``--debug`` and nowhere otherwise (the command's output says
+    what happened); the logger is restored afterwards."""
+    logger = logging.getLogger("kafka_ordered")
+    saved = (logger.level, logger.propagate, list(logger.handlers))
+    logger.handlers = [_render.log_handler() if debug else logging.NullHandler()]
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
     try:
-        return int(args.fn(args))
-    except KafkaOrderedError as e:
-        _render.error(str(e))
-        return 1
-    except KafkaException as e:  # librdkafka refused a setting (e.g. an unknown -X key)
-        err = e.args[0] if e.args else e
-        _render.error(err.str() if hasattr(err, "str") else str(err))
-        return 2 if "configuration" in str(err).lower() or "property" in str(err).lower() else 1
-    except KeyboardInterrupt:
-        return 130
+        yield
+    finally:
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+        logger.handlers = saved[2]
+
+
+def _is_config_error(err: Any, text: str) -> bool:
+    code = err.code() if hasattr(err, "code") else None
+    low = text.lower()
+    return code == KafkaError._INVALID_ARG or "configuration" in low or "property" in low
+
+
+def _failure(args: argparse.Namespace, exc: BaseException) -> int:
+    """Report ``exc`` as one line (JSON with --json, after the traceback with
+    --debug); returns the exit code."""
+    code: Optional[int] = None
+    hint = None
+    if isinstance(exc, KafkaOrderedError):
+        kind, message, code = type(exc).__name__, str(exc), exc.code
+        status = EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED
+        servers = (getattr(args, "resolved_config", None) or {}).get("bootstrap.servers")
+        if isinstance(exc, BrokerUnavailableError) and servers and str(servers) not in message:
+            message += f" (bootstrap.servers={servers})"
+    elif isinstance(exc, KafkaException):  # librdkafka refused a setting (e.g. an unknown -X key)
+        err: Any = exc.args[0] if exc.args else None
+        kind = "KafkaException"
+        message = err.str() if hasattr(err, "str") else str(exc)
+        code = err.code() if hasattr(err, "code") else None
+        status = EXIT_USAGE if _is_config_error(err, message) else EXIT_FAILED
+    else:
+        kind, message, status = type(exc).__name__, str(exc), EXIT_FAILED
+        hint = f"unexpected {kind}: {message}" + ("" if args.debug else " (run with --debug for the traceback)")
+    if args.debug:
+        _render.traceback(exc)
+    _render.failure(args.json, kind, message, code, text=hint)
+    return status
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run ``kafka-ordered`` with ``argv`` (default ``sys.argv[1:]``);
+    returns the exit code (see :data:`EXIT_CODES`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+        args.json = bool(getattr(args, "json", False) or args.json_top)
+        args.debug = bool(getattr(args, "debug", False) or args.debug_top)
+        if not args.version and args.command is None:
+            parser.error("a command is required")
+    except _UsageError as e:
+        _render.usage_error("--json" in argv, e.usage, e.prog, str(e))
+        return EXIT_USAGE
+    if args.version:
+        info = _version()
+        _render.emit(args.json, info, lambda: _render.version_text(info))
+        return EXIT_OK
+    with _logging(args.debug):
+        try:
+            return int(args.fn(args))
+        except KeyboardInterrupt:
+            return 130
+        except Exception as e:
+            return _failure(args, e)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,11 @@ The ``*_text`` functions are pure: they take result objects (or their
 
 from __future__ import annotations
 
+import datetime
 import json
+import logging
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Optional, Sequence, TextIO
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from ..admin import ExpansionPlan, ExpansionResult, HealResult, RetireResult
@@ -21,8 +23,14 @@ if TYPE_CHECKING:  # pragma: no cover - types only
 __all__ = [
     "emit",
     "error",
+    "failure",
+    "usage_error",
+    "traceback",
+    "log_handler",
+    "version_text",
     "note",
     "out",
+    "progress_stream",
     "layout_line",
     "elections_lines",
     "created_text",
@@ -33,6 +41,7 @@ __all__ = [
     "elections_text",
     "retired_text",
     "description_text",
+    "group_lines",
     "demo_table",
 ]
 
@@ -60,9 +69,49 @@ def note(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def progress_stream() -> TextIO:
+    """Where long-running commands (``demo``) write progress lines: stderr."""
+    return sys.stderr
+
+
 def error(message: str) -> None:
-    """Print ``error: message`` on stderr."""
-    print(f"error: {message}", file=sys.stderr)
+    """Print ``error: message`` on stderr (one line: newlines in ``message``
+    become spaces)."""
+    print("error: " + " ".join(message.split("\n")), file=sys.stderr)
+
+
+def failure(as_json: bool, kind: str, message: str, code: Optional[int], *, text: Optional[str] = None) -> None:
+    """A command failed: ``{"error": {"type": kind, "message": message,
+    "code": code}}`` on stdout when ``as_json``, else ``error: text`` (default
+    ``message``) on stderr."""
+    if as_json:
+        print(json.dumps({"error": {"type": kind, "message": message, "code": code}}, indent=2))
+    else:
+        error(text if text is not None else message)
+
+
+def usage_error(as_json: bool, usage: str, prog: str, message: str) -> None:
+    """Bad usage: the JSON error (type ``UsageError``) on stdout when
+    ``as_json``, else argparse's usage line and ``prog: error: message`` on
+    stderr."""
+    if as_json:
+        print(json.dumps({"error": {"type": "UsageError", "message": message, "code": None}}, indent=2))
+    else:
+        print(f"{usage.rstrip()}\n{prog}: error: {message}", file=sys.stderr)
+
+
+def traceback(exc: BaseException) -> None:
+    """Print ``exc``'s traceback on stderr (``--debug``)."""
+    import traceback as tb
+
+    tb.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+
+
+def log_handler() -> logging.Handler:
+    """A handler writing log records to stderr with time, level and logger (``--debug``)."""
+    h = logging.StreamHandler(sys.stderr)
+    h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    return h
 
 
 # -- text
@@ -75,6 +124,13 @@ def _ids(ps: Iterable[int]) -> str:
 
 def _capacity_text(cap: Mapping[int, Optional[int]]) -> str:
     return ", ".join(f"{b}: {'unlimited' if c is None else c}" for b, c in sorted(cap.items())) or "not read"
+
+
+def version_text(info: Mapping[str, Any]) -> str:
+    """``kafka-ordered --version``: one line."""
+    return (f"kafka-ordered {info['kafka_ordered']} (Python {info['python']}, confluent-kafka "
+            f"{info['confluent_kafka']}, librdkafka {info['librdkafka']}, "
+            f"C speed-ups {'on' if info['speedups'] else 'off'})")
 
 
 def layout_line(d: Mapping[str, Any]) -> str:
@@ -123,14 +179,26 @@ def expansion_plan_text(plan: ExpansionPlan) -> str:
         f"reuses draining partitions: {_ids(plan.reused_draining)}",
         f"reuses spare partitions: {_ids(plan.reused_spares)}",
     ]
+    lines.insert(1, f"spare partitions now: {len(plan.spares)} ({_ids(plan.spares)})")
     if plan.placement is None:
-        lines.append("creates no physical partitions")
+        lines.append("creates no physical partitions (no CreatePartitions needed)")
     else:
         how = "explicit replica assignment" if plan.explicit_assignment else "placed by the broker (one live broker)"
-        lines.append(f"creates partitions {_ids(plan.new_partitions)} ({how}):")
+        lines.append(f"creates partitions {_ids(plan.new_partitions)} ({how}; CreatePartitions "
+                     f"{_CREATE_PARTITIONS[plan.create_partitions]}):")
         lines += ["  " + line for line in plan.placement.describe().splitlines()]
     lines.append(f"capacity left per broker: {_capacity_text(plan.remaining_capacity)}")
+    lines.append("expand would succeed" if plan.will_succeed else f"expand would FAIL: {plan.problem}")
     return "\n".join(lines)
+
+
+_CREATE_PARTITIONS = {
+    "not_needed": "not needed",
+    "supported": "validated by the broker",
+    "unsupported": "NOT supported by the broker",
+    "refused": "refused by the broker",
+    "not_checked": "not checked",
+}
 
 
 def heal_dry_run_text(plan: HealPlan) -> str:
@@ -192,22 +260,68 @@ def description_text(data: Mapping[str, Any], group: Optional[str]) -> str:
         lines.append("layout log problems:")
         lines += [f"  offset {p['offset']}: {p['reason']}" for p in data["problems"]]
     if group:
-        closed = [g for g in data["gates"] if not g["open"]]
-        lines.append(f"gates for group {group}: {len(data['gates']) - len(closed)} open, {len(closed)} waiting")
-        for g in closed:
-            waits = ", ".join(f"p{q} at {w['processed']} of {w['wait']}" for q, w in g["waiting_on"].items())
-            lines.append(f"  partition {g['partition']} from offset {g['start']}: waiting {g['waiting_s']:.1f} s on {waits}")
+        lines += group_lines(data, group)
     return "\n".join(lines)
+
+
+def _wall(ts: Optional[float]) -> str:
+    if ts is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _owner(o: Optional[Mapping[str, Any]]) -> str:
+    return "-" if o is None else f"{o['member_id']} (client {o['client_id']}, host {o['host']})"
+
+
+def _table(rows: Sequence[Sequence[str]]) -> List[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def group_lines(data: Mapping[str, Any], group: str) -> List[str]:
+    """The group part of ``describe --group``: the group's state and members,
+    one row per partition as ``kafka-consumer-groups --describe`` shows it,
+    then every closed gate with since when, its sources' committed offsets,
+    lag and owners."""
+    m = data["membership"]
+    lines = [f"group {group}: state {m['state'] or 'unknown'}, {len(m['members'])} member(s)"]
+    if m["note"]:
+        lines.append(f"  {m['note']}")
+    lines.append("partitions (as kafka-consumer-groups --describe):")
+    rows = [["PARTITION", "ROLE", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]]
+    for p in data["partitions"]:
+        o = p["owner"]
+        rows.append([str(p["partition"]), p["role"], str(p["committed"]) if p["committed"] >= 0 else "-",
+                     str(p["log_end"]), "-" if p["lag"] is None else str(p["lag"]),
+                     o["member_id"] if o else "-", o["host"] if o else "-", o["client_id"] if o else "-"])
+    lines += _table(rows)
+    closed = [g for g in data["gates"] if not g["open"]]
+    lines.append(f"gates for group {group}: {len(data['gates']) - len(closed)} open, {len(closed)} waiting")
+    for g in closed:
+        what = (f"holding {g['held_records']} record(s), held since" if g["state"] == "holding"
+                else "closed (no records behind it yet) since")
+        lines.append(f"  partition {g['partition']} from offset {g['start']}: {what} {_wall(g['held_since'])} "
+                     f"({g['waiting_s']:.1f} s)")
+        for q, src in g["sources"].items():
+            committed = src["committed"] if src["committed"] >= 0 else "none"
+            lines.append(f"    waits for partition {q} >= {src['wait']}: committed {committed}, lag {src['lag']}, "
+                         f"owner {_owner(src['owner'])}")
+    return lines
+
+
+_DEMO_LABELS = {"produced_acked": "produced (acked)"}
 
 
 def demo_table(rows: Sequence[Mapping[str, Any]], violations: Sequence[str] = ()) -> str:
     """``kafka-ordered demo``: one column per run (``ScenarioResult.row()``),
     then the given violation lines."""
     keys = list(rows[0])
-    width = max(len(k) for k in keys)
+    labels = {k: _DEMO_LABELS.get(k, k.replace("_", " ")) for k in keys}
+    width = max(len(label) for label in labels.values())
     lines = [f"{'':<{width}}  " + "  ".join(f"{r['clients']:>10}" for r in rows)]
     for k in keys[1:]:
-        lines.append(f"{k:<{width}}  " + "  ".join(f"{r[k]!s:>10}" for r in rows))
+        lines.append(f"{labels[k]:<{width}}  " + "  ".join(f"{r[k]!s:>10}" for r in rows))
     lines += list(violations)
     return "\n".join(lines)
 

@@ -83,6 +83,14 @@ class OrderedAssignor(_Base):  # type: ignore[misc,valid-type]
         return src.history.current(topic)
 
     def assign(self, cluster: Any, members: Sequence[Any]) -> Dict[str, Any]:
+        """The group leader's assignment (kafka-python's
+        ``AbstractPartitionAssignor.assign``): member id ->
+        ``ConsumerProtocolAssignment``. Every physical partition of every
+        subscribed topic is assigned (draining and spare ones included), by
+        :func:`~kafka_ordered.assignment.assign_partitions` with the layouts
+        known here. A topic without partition metadata is left out with a
+        warning; a layout that cannot be read is logged and the topic spread
+        evenly: a rebalance never fails over the layout view."""
         subs: Dict[str, Set[str]] = {}
         ids: List[str] = []
         for member in members:
@@ -110,7 +118,9 @@ class OrderedAssignor(_Base):  # type: ignore[misc,valid-type]
         }
 
     def metadata(self, topics: Iterable[str]) -> Any:
+        """This member's subscription for the JoinGroup request (no user data)."""
         return ConsumerProtocolSubscription(self.version, list(topics), b"")
 
     def on_assignment(self, assignment: Any, generation: int) -> None:
+        """Nothing to do: the assignment carries no user data."""
         pass

@@ -155,10 +155,13 @@ class OrderedKafkaConsumer:
 
     @property
     def history(self) -> LayoutHistory:
+        """The layout history this consumer follows (shared by the process's
+        clients of the same cluster and layout log)."""
         return self._core.history
 
     @property
     def stall_seconds(self) -> Dict[TP, float]:
+        """Total time each partition waited at gates that since opened."""
         return self._core.stall_seconds
 
     def ordered_metrics(self) -> ConsumerMetrics:
@@ -232,12 +235,15 @@ class OrderedKafkaConsumer:
         self._core.refresh_gates(force=True)
 
     def unsubscribe(self) -> None:
+        """``KafkaConsumer.unsubscribe``: commits the positions of returned records
+        first (with auto-commit) and drops the gate state of every owned partition."""
         self._final_commit()
         self._core.revoked(list(self._core.owned))
         self._consumer.unsubscribe()
         self._core.subscribed = set()
 
     def subscription(self) -> Optional[Set[str]]:
+        """``KafkaConsumer.subscription``; plain delegation."""
         return self._consumer.subscription()
 
     def assign(self, partitions: List[TopicPartition], *,
@@ -260,6 +266,8 @@ class OrderedKafkaConsumer:
                 self._consumer.seek(TopicPartition(*key), off)
 
     def assignment(self) -> Set[TopicPartition]:
+        """``KafkaConsumer.assignment``: every assigned partition, including those
+        held at a gate."""
         return self._consumer.assignment()
 
     # -- consuming
@@ -402,6 +410,8 @@ class OrderedKafkaConsumer:
                 for tp, om in offsets.items()}
 
     def committed(self, partition: TopicPartition, metadata: bool = False, timeout_ms: Optional[int] = None) -> Any:
+        """``KafkaConsumer.committed``: the group's committed offset; plain
+        delegation. Records held at a gate are never committed."""
         return self._consumer.committed(partition, metadata=metadata, timeout_ms=timeout_ms)
 
     def position(self, partition: TopicPartition, timeout_ms: Optional[int] = None) -> Optional[int]:
@@ -418,10 +428,14 @@ class OrderedKafkaConsumer:
         self._core.seeked((partition.topic, partition.partition), offset)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """``KafkaConsumer.seek_to_beginning`` (all owned partitions when none are
+        given); the reset position counts as processed for gates once known."""
         self._consumer.seek_to_beginning(*partitions)
         self._reset_positions(partitions)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """``KafkaConsumer.seek_to_end`` (all owned partitions when none are
+        given); the reset position counts as processed for gates once known."""
         self._consumer.seek_to_end(*partitions)
         self._reset_positions(partitions)
 
@@ -433,10 +447,13 @@ class OrderedKafkaConsumer:
                 self._core.parts[key].position = None
 
     def pause(self, *partitions: TopicPartition) -> None:
+        """``KafkaConsumer.pause``; kept across rebalances and gate releases."""
         self._core.user_pause([(p.topic, p.partition) for p in partitions])
         self._consumer.pause(*partitions)
 
     def resume(self, *partitions: TopicPartition) -> None:
+        """``KafkaConsumer.resume``; a partition held at a gate resumes when the
+        gate opens, not before."""
         ok = set(self._core.user_resume([(p.topic, p.partition) for p in partitions]))
         resume_discarding_parked(self._consumer, [p for p in partitions if (p.topic, p.partition) in ok])
 
@@ -447,33 +464,49 @@ class OrderedKafkaConsumer:
     # -- plain delegations (cannot affect order)
 
     def beginning_offsets(self, partitions: List[TopicPartition], timeout_ms: Optional[int] = None) -> Any:
+        """``KafkaConsumer.beginning_offsets``; plain delegation."""
         return self._consumer.beginning_offsets(partitions, timeout_ms=timeout_ms)
 
     def end_offsets(self, partitions: List[TopicPartition], timeout_ms: Optional[int] = None) -> Any:
+        """``KafkaConsumer.end_offsets``; plain delegation (ListOffsets: wrong on
+        the embedded broker after multi-record batches, see :meth:`highwater`)."""
         return self._consumer.end_offsets(partitions, timeout_ms=timeout_ms)
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: Optional[int] = None) -> Any:
+        """``KafkaConsumer.offsets_for_times``; plain delegation (seek to the
+        result with :meth:`seek`, which the gates see)."""
         return self._consumer.offsets_for_times(timestamps, timeout_ms=timeout_ms)
 
     def highwater(self, partition: TopicPartition) -> Optional[int]:
+        """``KafkaConsumer.highwater``: the high watermark from the last fetch
+        response; plain delegation."""
         return self._consumer.highwater(partition)
 
     def topics(self) -> Set[str]:
+        """``KafkaConsumer.topics``; plain delegation."""
         return self._consumer.topics()
 
     def partitions_for_topic(self, topic: str) -> Optional[Set[int]]:
+        """``KafkaConsumer.partitions_for_topic``: physical partitions, including
+        draining and spare ones; plain delegation."""
         return self._consumer.partitions_for_topic(topic)
 
     def metrics(self, raw: bool = False) -> Any:
+        """``KafkaConsumer.metrics``; plain delegation (the ordering protocol's
+        own numbers are in :meth:`ordered_metrics`)."""
         return self._consumer.metrics(raw=raw)
 
     def group_metadata(self) -> Any:
+        """``KafkaConsumer.group_metadata``, for
+        :meth:`OrderedKafkaProducer.send_offsets_to_transaction`; plain delegation."""
         return self._consumer.group_metadata()
 
     def bootstrap(self, timeout_ms: Optional[int] = None, refresh: bool = False) -> Any:
+        """``KafkaConsumer.bootstrap``; plain delegation."""
         return self._consumer.bootstrap(timeout_ms=timeout_ms, refresh=refresh)
 
     def bootstrap_connected(self) -> bool:
+        """``KafkaConsumer.bootstrap_connected``; plain delegation."""
         return self._consumer.bootstrap_connected()
 
     def _final_commit(self) -> None:

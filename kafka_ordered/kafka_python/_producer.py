@@ -42,16 +42,23 @@ class BufferedRecordFuture(Future):
         self._event = threading.Event()
 
     def success(self, value: Any) -> "BufferedRecordFuture":
+        """Resolve with ``value`` (the real send's ``RecordMetadata``) and wake
+        :meth:`get`; returns ``self``."""
         super().success(value)
         self._event.set()
         return self
 
     def failure(self, e: Any) -> "BufferedRecordFuture":
+        """Resolve with the error ``e`` of the real send and wake :meth:`get`;
+        returns ``self``."""
         super().failure(e)
         self._event.set()
         return self
 
     def get(self, timeout: Optional[float] = None) -> Any:
+        """The ``RecordMetadata`` once the buffered record was sent and acknowledged.
+        Raises the send's error, or ``KafkaTimeoutError`` when ``timeout`` seconds
+        pass first (``None``: wait as long as it takes)."""
         if not self._event.wait(timeout):
             raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
         if self.exception is not None:
@@ -163,6 +170,7 @@ class OrderedKafkaProducer:
 
     @property
     def producer_id(self) -> str:
+        """This producer's id in registrations (the stable id, or ``anon-...``)."""
         return self._core.producer_id
 
     def ordered_metrics(self) -> ProducerMetrics:
@@ -182,6 +190,8 @@ class OrderedKafkaProducer:
 
     @property
     def history(self) -> LayoutHistory:
+        """The layout history this producer follows (shared by the process's
+        clients of the same cluster and layout log)."""
         return self._core.history
 
     # -- sending
@@ -301,13 +311,20 @@ class OrderedKafkaProducer:
                 raise KafkaTimeoutError(f"{self._core.buffered_count()} record(s) still buffered behind a layout switch")
 
     def init_transactions(self) -> None:
+        """``KafkaProducer.init_transactions``, unchanged (needs
+        ``transactional_id``)."""
         self._producer.init_transactions()
 
     def begin_transaction(self) -> None:
+        """``KafkaProducer.begin_transaction``, unchanged. A layout switch inside
+        the transaction flushes and registers within it; its records belong to the
+        transaction."""
         self._producer.begin_transaction()
         self._core.begin_transaction()
 
     def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_metadata: Any) -> None:
+        """``KafkaProducer.send_offsets_to_transaction``, unchanged (pass an
+        :class:`OrderedKafkaConsumer`'s ``group_metadata()``)."""
         self._producer.send_offsets_to_transaction(offsets, group_metadata)
 
     def commit_transaction(self) -> None:
@@ -319,21 +336,29 @@ class OrderedKafkaProducer:
         self._core.end_transaction(committed=True)
 
     def abort_transaction(self) -> None:
-        """``KafkaProducer.abort_transaction``; partitions whose stamped records
-        it aborted keep being stamped."""
+        """``KafkaProducer.abort_transaction``: the transaction's records,
+        including those sent after a layout switch inside it, are aborted as with
+        the plain client; partitions whose stamped records it aborted keep being
+        stamped."""
         self._producer.abort_transaction()
         self._core.end_transaction(committed=False)
 
     def partitions_for(self, topic: str) -> Set[int]:
+        """``KafkaProducer.partitions_for``: physical partitions, including
+        draining and spare ones; plain delegation."""
         return self._producer.partitions_for(topic)
 
     def metrics(self, raw: bool = False) -> Any:
+        """``KafkaProducer.metrics``; plain delegation (the ordering protocol's
+        own numbers are in :meth:`ordered_metrics`)."""
         return self._producer.metrics(raw=raw)
 
     def bootstrap_connected(self) -> bool:
+        """``KafkaProducer.bootstrap_connected``; plain delegation."""
         return self._producer.bootstrap_connected()
 
     def max_usable_produce_magic(self, api_version: Any) -> int:
+        """``KafkaProducer.max_usable_produce_magic``; plain delegation."""
         return KafkaProducer.max_usable_produce_magic(api_version)
 
     def close(self, timeout: Optional[float] = None, null_logger: bool = False) -> None:

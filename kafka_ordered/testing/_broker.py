@@ -149,6 +149,8 @@ class EmbeddedBroker:
 
     @property
     def bootstrap_servers(self) -> str:
+        """``host:port`` of the running broker. Raises :class:`KafkaOrderedError`
+        when it is not running (before :meth:`start`, after :meth:`stop`)."""
         if self.port is None or self._proc is None:
             raise KafkaOrderedError("the embedded broker is not running")
         return f"{self.host}:{self.port}"
@@ -160,9 +162,17 @@ class EmbeddedBroker:
 
     @property
     def pid(self) -> Optional[int]:
+        """The broker process's id, or ``None`` before :meth:`start`."""
         return self._proc.pid if self._proc is not None else None
 
     def start(self) -> "EmbeddedBroker":
+        """Start the broker and wait until it answers Metadata (at most
+        ``startup_timeout`` seconds); returns ``self``, and does nothing when
+        already started. Without a fixed ``port`` a free one is picked (three
+        tries). Raises :class:`BrokerUnavailableError` when the process exits or
+        does not answer in time (with the tail of its log), and what
+        :func:`find_tansu` raises when there is no binary. The broker is stopped
+        at interpreter exit."""
         if self._proc is not None:
             return self
         binary = self.binary or find_tansu()

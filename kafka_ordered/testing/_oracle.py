@@ -9,16 +9,21 @@ first. Re-deliveries (at-least-once replays after a crash or rebalance)
 are duplicates, not violations. *Missing* records were acknowledged but
 never delivered.
 
-When acknowledgements and deliveries carry their partition, offset and
-time, a missing record that the group had already read past (a delivery
-from the same partition at a higher offset, made before the record was
-acknowledged) is reported as a *tail hole*, not as missing: the embedded
-broker (Tansu 0.6) reserves a batch's offsets before it writes the batch and
-serves a reader at the end of a partition whatever lies above the fetch
-offset, so such a reader can skip a record that lands a moment later (see
-``docs/testing.md``). No client can skip a record that was not yet
-written; a record lost by a client was written before the client read past
-it, and stays *missing*.
+When acknowledgements carry their partition, offset and time, and
+deliveries their partition, offset and batch (one ``consume``/``poll``
+result of one member), a missing record is reported as a *tail hole*, not
+as missing, when both hold:
+
+- it was written out of order: a record at a higher offset of the same
+  partition was acknowledged before it, and
+- the group skipped it inside one returned batch: that batch holds the
+  partition's offsets just below and just above it, with nothing between.
+
+This is the embedded broker's signature (Tansu 0.6 reserves a batch's
+offsets before it writes the batch and serves a reader at the end of a
+partition whatever lies above the fetch offset; see ``docs/testing.md``).
+The wrappers never drop records from the middle of a batch they return
+(gating holds a partition's suffix), so a loss of theirs stays *missing*.
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ def decode_value(value: bytes) -> Tuple[str, int]:
 
 @dataclass(frozen=True)
 class Violation:
+    """One record delivered after a later record of the same key and
+    producer: ``seq`` arrived after ``after_seq`` had been delivered;
+    ``where`` is the caller's note (e.g. which consumer)."""
     key: bytes
     producer: str
     seq: int
@@ -54,6 +62,13 @@ class Violation:
 
 @dataclass(frozen=True)
 class OracleReport:
+    """The verdict over one group's deliveries: counts of acknowledged,
+    delivered (replays included), unique and duplicate records and of keys;
+    every violation; ``missing`` acknowledged records never delivered;
+    ``unexpected`` records delivered but never acknowledged; ``tail_holes``
+    acknowledged records never delivered that the group had read past before
+    they were acknowledged (the embedded broker's holes, see the module
+    docstring; not counted as missing)."""
     acknowledged: int
     delivered: int
     unique: int
@@ -66,6 +81,8 @@ class OracleReport:
 
     @property
     def ok(self) -> bool:
+        """No violation and nothing missing (duplicates are allowed:
+        at-least-once)."""
         return not self.violations and self.missing == 0
 
 
@@ -81,8 +98,8 @@ class OrderingOracle:
     duplicates: int = 0
     # (partition, offset, ack time ns) of acknowledged records that said so
     _placed: Dict[Tuple[bytes, str, int], Tuple[int, int, int]] = field(default_factory=dict)
-    # partition -> [(delivery time ns, offset)]
-    _reads: Dict[int, List[Tuple[int, int]]] = field(default_factory=dict)
+    # (partition, batch) -> offsets delivered in that batch
+    _batches: Dict[Tuple[int, str], List[int]] = field(default_factory=dict)
 
     def acknowledged(self, key: bytes, producer: str, seq: int, partition: Optional[int] = None,
                      offset: Optional[int] = None, at_ns: Optional[int] = None) -> None:
@@ -95,17 +112,20 @@ class OrderingOracle:
 
     def acknowledged_value(self, key: bytes, value: bytes, partition: Optional[int] = None,
                            offset: Optional[int] = None, at_ns: Optional[int] = None) -> None:
+        """:meth:`acknowledged` for a value made by :func:`encode_value`;
+        ``ValueError`` for a foreign value."""
         producer, seq = decode_value(value)
         self.acknowledged(key, producer, seq, partition, offset, at_ns)
 
     def delivered(self, key: bytes, producer: str, seq: int, where: Optional[str] = None,
                   partition: Optional[int] = None, offset: Optional[int] = None,
-                  at_ns: Optional[int] = None) -> bool:
+                  batch: Optional[str] = None) -> bool:
         """Record one delivery (in the group's delivery order); returns False
-        when it is a violation."""
+        when it is a violation. ``batch`` names the member's poll result it
+        came in."""
         self.delivered_count += 1
-        if partition is not None and offset is not None and at_ns is not None:
-            self._reads.setdefault(partition, []).append((at_ns, offset))
+        if partition is not None and offset is not None and batch is not None:
+            self._batches.setdefault((partition, batch), []).append(offset)
         rec = (key, producer, seq)
         if rec in self._seen:
             self.duplicates += 1
@@ -120,9 +140,11 @@ class OrderingOracle:
 
     def delivered_value(self, key: bytes, value: bytes, where: Optional[str] = None,
                         partition: Optional[int] = None, offset: Optional[int] = None,
-                        at_ns: Optional[int] = None) -> bool:
+                        batch: Optional[str] = None) -> bool:
+        """:meth:`delivered` for a value made by :func:`encode_value`; returns
+        False for a violation, ``ValueError`` for a foreign value."""
         producer, seq = decode_value(value)
-        return self.delivered(key, producer, seq, where, partition, offset, at_ns)
+        return self.delivered(key, producer, seq, where, partition, offset, batch)
 
     def missing(self) -> Set[Tuple[bytes, str, int]]:
         """Acknowledged, never delivered, and not a tail hole."""
@@ -130,29 +152,39 @@ class OrderingOracle:
         return {r for r in self._acked - self._seen if r not in holes}
 
     def tail_holes(self) -> Set[Tuple[bytes, str, int]]:
-        """Acknowledged records never delivered that the group had read past
-        before they were acknowledged (see the module docstring)."""
-        reach: Dict[int, Tuple[List[int], List[int]]] = {}
-        for partition, reads in self._reads.items():
-            times, highest, top = [], [], -1
-            for at, offset in sorted(reads):
-                top = max(top, offset)
-                times.append(at)
-                highest.append(top)
-            reach[partition] = (times, highest)
+        """Acknowledged records never delivered that show the broker's
+        signature (see the module docstring)."""
+        skipped: Dict[int, List[Tuple[int, int]]] = {}  # partition -> (below, above) skipped inside a batch
+        for (partition, _), offsets in self._batches.items():
+            offsets = sorted(set(offsets))
+            skipped.setdefault(partition, []).extend(
+                (lo, hi) for lo, hi in zip(offsets, offsets[1:]) if hi > lo + 1)
+        acks: Dict[int, List[Tuple[int, int]]] = {}  # partition -> (offset, ack time), by offset
+        for partition, offset, at in self._placed.values():
+            acks.setdefault(partition, []).append((offset, at))
+        earliest_above: Dict[int, Tuple[List[int], List[int]]] = {}
+        for partition, placed in acks.items():
+            placed.sort()
+            offsets = [o for o, _ in placed]
+            lows = [t for _, t in placed]
+            for i in range(len(lows) - 2, -1, -1):
+                lows[i] = min(lows[i], lows[i + 1])
+            earliest_above[partition] = (offsets, lows)
         holes = set()
         for rec in self._acked - self._seen:
-            placed = self._placed.get(rec)
-            if placed is None or placed[0] not in reach:
+            placed_at = self._placed.get(rec)
+            if placed_at is None:
                 continue
-            partition, offset, acked_at = placed
-            times, highest = reach[partition]
-            i = bisect.bisect_left(times, acked_at)
-            if i and highest[i - 1] > offset:
+            partition, offset, acked_at = placed_at
+            offsets, lows = earliest_above[partition]
+            i = bisect.bisect_right(offsets, offset)
+            written_out_of_order = i < len(offsets) and lows[i] < acked_at
+            if written_out_of_order and any(lo < offset < hi for lo, hi in skipped.get(partition, ())):
                 holes.add(rec)
         return holes
 
     def report(self) -> OracleReport:
+        """The :class:`OracleReport` of everything recorded so far."""
         holes = len(self.tail_holes())
         return OracleReport(
             acknowledged=len(self._acked),

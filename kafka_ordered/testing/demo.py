@@ -65,6 +65,10 @@ class Scenario:
 
 @dataclass(frozen=True)
 class ScenarioResult:
+    """One run of a :class:`Scenario`: the oracle's report, how many layout
+    changes were applied, the total time partitions stalled at gates, the
+    run's duration, the epochs seen, and the poison records refused by the
+    producers' clients and skipped by the consumers."""
     scenario: Scenario
     report: OracleReport
     layout_changes: int
@@ -73,20 +77,25 @@ class ScenarioResult:
     epochs: List[int] = field(default_factory=list)
     refused: int = 0  # poison records the producers' clients refused
     poison_skipped: int = 0  # unparsable records the consumers skipped
+    # For each missing record (up to 20): what the partition holds at the
+    # offset its producer was told, read again after the run.
+    missing_detail: Tuple[str, ...] = ()
 
     def row(self) -> Dict[str, Any]:
+        """One run as a column of ``kafka-ordered demo``'s table (snake_case
+        keys: the ``--json`` shape; the table gives them labels)."""
         r = self.report
         return {
             "clients": "ordered" if self.scenario.ordered else "plain",
-            "produced (acked)": r.acknowledged,
+            "produced_acked": r.acknowledged,
             "consumed": r.delivered,
             "unique": r.unique,
             "duplicates": r.duplicates,
             "keys": r.keys,
-            "layout changes": self.layout_changes,
+            "layout_changes": self.layout_changes,
             "violations": len(r.violations),
             "missing": r.missing,
-            "gate stall s": round(self.stall_s, 2),
+            "gate_stall_s": round(self.stall_s, 2),
         }
 
 
@@ -501,6 +510,7 @@ def run_scenario(
             p.wait(60)
         oracle = OrderingOracle()
         acked: set = set()  # (key, value) of every acknowledged record
+        placed: Dict[Tuple[str, str], Tuple[int, int]] = {}
         refused = poison_skipped = 0
         for path in sorted(tmp.glob("producer-*.tsv")):
             for line in path.read_text().splitlines():
@@ -510,6 +520,7 @@ def run_scenario(
                     continue
                 key, value, partition, offset, at = line.split("\t")
                 acked.add((key, value))
+                placed[(key, value)] = (int(partition), int(offset))
                 oracle.acknowledged_value(key.encode(), value.encode(), int(partition), int(offset), int(at))
         # Drain until every acknowledged record was delivered (records a
         # killed producer sent but never saw acknowledged do not count).
@@ -546,17 +557,49 @@ def run_scenario(
                 deliveries.append((int(at), i, n, key, value, partition, offset))
         # One group's delivery order is real time across its members.
         deliveries.sort()
-        for _, i, _, key, value, partition, offset in deliveries:
+        for delivered_at, i, _, key, value, partition, offset in deliveries:
             oracle.delivered_value(key.encode(), value.encode(), where=f"c{i} p{partition}@{offset}",
-                                   partition=int(partition), offset=int(offset), at_ns=int(at))
-        return ScenarioResult(scenario, oracle.report(), changes, stall, time.monotonic() - began, epochs,
-                              refused, poison_skipped)
+                                   partition=int(partition), offset=int(offset), batch=f"c{i}@{delivered_at}")
+        report = oracle.report()
+        detail = _where_missing(bootstrap, topic, oracle.missing(), placed) if report.missing else ()
+        return ScenarioResult(scenario, report, changes, stall, time.monotonic() - began, epochs,
+                              refused, poison_skipped, detail)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait(10)
         admin.close()
+
+
+def _where_missing(bootstrap: str, topic: str, missing: Any, placed: Dict[Tuple[str, str], Tuple[int, int]],
+                   limit: int = 20) -> Tuple[str, ...]:
+    """Read each missing record's acknowledged offset again with a plain
+    consumer: the record there means the group skipped it; another record
+    or none means the offset the broker acknowledged does not hold it."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    out: List[str] = []
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"where-{uuid.uuid4().hex[:8]}",
+                  "enable.auto.commit": False})
+    try:
+        for key, producer, seq in sorted(missing)[:limit]:
+            value = encode_value(producer, seq).decode()
+            partition, offset = placed[(key.decode(), value)]
+            c.assign([TopicPartition(topic, partition, offset)])
+            msgs = [m for m in c.consume(1, 5.0) if m.error() is None]
+            if not msgs:
+                there = "nothing readable"
+            elif msgs[0].offset() != offset:
+                there = f"nothing (next record at {msgs[0].offset()})"
+            elif (msgs[0].key(), msgs[0].value()) == (key, value.encode()):
+                there = "this record: the group skipped it"
+            else:
+                there = f"another record {msgs[0].key()!r}={msgs[0].value()!r}"
+            out.append(f"{key.decode()} {value} acknowledged at p{partition}@{offset}: holds {there}")
+    finally:
+        c.close()
+    return tuple(out)
 
 
 def scenario_from_args(args: argparse.Namespace) -> Tuple[Scenario, List[bool]]:

@@ -125,6 +125,7 @@ from ..tokens import StampBook, partitions_to_stamp
 
 __all__ = ["SimulationResult", "Simulation", "run", "find_seed", "crossing_scenario", "TOPIC"]
 
+#: The one topic a simulation runs on.
 TOPIC = "sim"
 
 
@@ -157,6 +158,7 @@ class SimulationResult:
 
     @property
     def ok(self) -> bool:
+        """No deadlock, no violation and nothing lost."""
         return not self.deadlock and self.violations == 0 and self.lost == 0
 
 
@@ -516,6 +518,7 @@ class Simulation:
         return True
 
     def ack_all(self, i: int) -> None:
+        """Acknowledge every in-flight record of producer ``i``."""
         while self.ack(i):
             pass
 
@@ -538,6 +541,8 @@ class Simulation:
         return pr.view.catch_up(self.log, upto)
 
     def reg_enabled(self, i: int) -> bool:
+        """Whether producer ``i`` has a registration that can take its next step
+        (its flush waits until nothing is in flight)."""
         pr = self.producers[i]
         return pr.reg is not None and not (pr.reg.phase == "flush" and any(pr.inflight.values()))
 
@@ -781,6 +786,7 @@ class Simulation:
     # ------------------------------------------------------------------ driving
 
     def producing(self) -> bool:
+        """Whether layout changes or producer budgets remain."""
         return self.applied_layouts < len(self.layouts) or not all(pr.done for pr in self.producers)
 
     def _pick(self, options: Sequence[Any]) -> Any:
@@ -859,6 +865,10 @@ class Simulation:
         self.finished = True
 
     def run(self) -> "SimulationResult":
+        """Step at random until everything is produced, let the consumers run on
+        for a while, then to a fixpoint; returns the :class:`SimulationResult`.
+        Raises ``RuntimeError`` when producing does not finish within
+        ``max_steps``."""
         while self.producing():
             if self.step_no >= self.max_steps:
                 raise RuntimeError(f"simulation seed {self.seed} did not finish producing in {self.max_steps} steps")
@@ -878,6 +888,7 @@ class Simulation:
         return sum(len(log) - e for log, e in zip(self.logs, self.eff))
 
     def result(self) -> SimulationResult:
+        """The :class:`SimulationResult` of the steps taken so far."""
         produced = sum(len(log) for log in self.logs)
         undelivered = self._undelivered()
         return SimulationResult(

@@ -51,6 +51,8 @@ def main(argv: List[str]) -> int:
             print(f"seed {seed:3d} {'plain' if args.plain else 'ordered':7s} {describe(sc)}: produced "
                   f"{rep.acknowledged} delivered {rep.delivered} violations {len(rep.violations)} "
                   f"lost {rep.missing} broker-tail-holes {rep.tail_holes} poison refused/skipped {r.refused}/{r.poison_skipped}{'  <-- FAIL' if bad else ''}", flush=True)
+            for line in r.missing_detail:
+                print(f"    missing: {line}", flush=True)
     finally:
         if broker is not None:
             broker.stop()

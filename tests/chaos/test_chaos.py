@@ -16,7 +16,7 @@ FIXED_SEEDS = (8, 21)
 def _check(bootstrap: str, seed: int, embedded: bool) -> None:
     r = run_seed(bootstrap, seed, embedded=embedded)
     rep = r.report
-    detail = f"seed {seed} ({describe(scenario_for(seed))}): {rep}"
+    detail = f"seed {seed} ({describe(scenario_for(seed))}): {rep} {list(r.missing_detail)}"
     assert rep.acknowledged > 500, detail
     assert rep.violations == (), detail
     assert rep.missing == 0, detail

@@ -352,7 +352,7 @@ def test_elect_leaders(
             pytest.skip(f"the broker has no ElectLeaders: {e}")
         assert sorted(results) == [0, 1, 2, 3] and all(r.ok for r in results.values())
         assert cli_main(["elect-leaders", topic, "--partitions", "0,1", "--json", *base]) == 0
-        assert sorted(json.loads(capsys.readouterr().out)) == ["0", "1"]
+        assert sorted(json.loads(capsys.readouterr().out)["elections"]) == ["0", "1"]
     with pytest.raises(PlacementError, match="partition ids"):
         admin.elect_leaders(topic, [-1])
 
@@ -363,8 +363,10 @@ def test_elect_leaders(
     if embedded:
         r = res.elections[2]
         assert r.status == "failed" and not res.ok and "ElectLeaders" in (r.message or "")
-        assert cli_main(["expand", topic, "4", "--elect-leaders", *base]) == 1
-        assert "expanded" in capsys.readouterr().err
+        # the expansion is done, the follow-up failed: exit 3 and what to run next
+        assert cli_main(["expand", topic, "4", "--elect-leaders", *base]) == 3
+        err = capsys.readouterr().err
+        assert "expanded" in err and f"run: kafka-ordered elect-leaders {topic} --partitions 3" in err
         assert admin.layout(topic).partitions == 4
     else:
         assert res.ok
@@ -375,7 +377,7 @@ def test_elect_leaders(
 
 def test_cli_plan_json_round_trip(
     bootstrap: str, layout_topic: str, topic: str, tmp_path: Path, client_config: Dict[str, Any],
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], embedded: bool,
 ) -> None:
     base = _cli_base(bootstrap, layout_topic)
     assert cli_main(["create", topic, "--partitions", "2", "--physical", "4", "--json", *base]) == 0
@@ -389,8 +391,11 @@ def test_cli_plan_json_round_trip(
     hosted = _cluster.read_cluster(client_config).live_replica_counts
     limits = tmp_path / "limits.json"
     limits.write_text(json.dumps({str(b): n + 20 for b, n in hosted.items()}))
-    assert cli_main(["plan", topic, "--to", "6", "--max-partitions-file", str(limits), "--json", *base]) == 0
+    # exit 1 when expand would fail: the embedded broker cannot create partitions 4 and 5
+    assert cli_main(["plan", topic, "--to", "6", "--max-partitions-file", str(limits), "--json", *base]) == embedded
     grow = json.loads(capsys.readouterr().out)
+    assert grow["will_succeed"] is not embedded and grow["spares"] == [2, 3]
+    assert grow["create_partitions"] == ("unsupported" if embedded else "supported")
     assert grow["reused_spares"] == [2, 3] and grow["new_partitions"] == [4, 5]
     assert grow["to_partitions"] == 6 and grow["target_physical_partitions"] == 6
     new = grow["placement"]["partitions"]
@@ -398,16 +403,16 @@ def test_cli_plan_json_round_trip(
     used = {b: sum(p["replicas"].count(b) for p in new) for b in hosted}
     assert grow["remaining_capacity"] == {str(b): 20 - used[b] for b in hosted}
 
-    assert cli_main(["plan", topic, "--to", "6", *base]) == 0
+    assert cli_main(["plan", topic, "--to", "6", *base]) == embedded
     assert "creates partitions 4, 5" in capsys.readouterr().out
     assert cli_main(["plan", topic, "--to", "6", "--max-partitions", "0", *base]) == 1
     assert "guard rails" in capsys.readouterr().err
     limits.write_text('"lots"')
-    assert cli_main(["plan", topic, "--to", "6", "--max-partitions-file", str(limits), *base]) == 1
+    assert cli_main(["plan", topic, "--to", "6", "--max-partitions-file", str(limits), *base]) == 2  # bad config
     assert "must hold an int" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        cli_main(["plan", topic, "--to", "6", "--max-partitions", "1", "--max-partitions-file", str(limits), *base])
-    capsys.readouterr()
+    assert cli_main(["plan", topic, "--to", "6", "--max-partitions", "1", "--max-partitions-file", str(limits),
+                     *base]) == 2
+    assert "not allowed with argument" in capsys.readouterr().err
     assert cli_main(["describe", topic, "--json", *base]) == 0
     assert json.loads(capsys.readouterr().out)["layout"]["epoch"] == 1  # plan changed nothing
 

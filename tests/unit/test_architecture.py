@@ -155,3 +155,21 @@ def test_group_settings_for_real_brokers_are_accepted_by_apache_kafka() -> None:
     assert group_config(False)["session.timeout.ms"] >= 6000
     assert group_config(False, kafka_python=True)["session_timeout_ms"] >= 6000
     assert group_config(True)["session.timeout.ms"] < 6000  # the embedded broker's fast joins
+
+
+def test_only_the_cli_renderer_prints() -> None:
+    """``cli/_render.py`` is the one module that writes to stdout/stderr
+    (the testing helpers aside): no ``print`` and no ``sys.stdout`` /
+    ``sys.stderr`` anywhere else in the package."""
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if "testing" in rel.parts or rel.as_posix() == "cli/_render.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+                bad.append(f"{rel}:{node.lineno} print()")
+            if (isinstance(node, ast.Attribute) and node.attr in ("stdout", "stderr")
+                    and isinstance(node.value, ast.Name) and node.value.id == "sys"):
+                bad.append(f"{rel}:{node.lineno} sys.{node.attr}")
+    assert bad == []

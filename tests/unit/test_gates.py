@@ -408,3 +408,12 @@ def test_keeper_matches_delivery_limit_and_pending_waits(seed: int) -> None:
         pw = pending_waits(gs, processed)
         for q, w in pw.items():
             assert processed.get(q, -1) < w and k.needs_commit(tp(q), processed.get(q, -1))
+
+
+def test_keeper_status_carries_wall_clock_times() -> None:
+    k = GateKeeper()
+    k.add_gates([gate(4, 10, {0: 5}, 1)], now=12.5, wall=1_795_000_000.25)
+    k.add_gates([gate(5, 3, {1: 2}, 2)], now=13.0)  # no wall clock given
+    st = {s.partition: s for s in k.status({})}
+    assert (st[4].since, st[4].since_wall, st[4].held_since) == (12.5, 1_795_000_000.25, None)
+    assert st[5].since_wall is None

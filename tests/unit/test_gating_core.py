@@ -176,3 +176,15 @@ def test_a_hold_seeks_back_without_owing_a_catch_up_but_a_failed_one_stays_owed(
     except RuntimeError:
         core.rewind({tp: 0})
     assert tp not in core.freshness.expected  # the next fetch still catches up to the end
+
+
+def test_gate_status_carries_wall_clock_times() -> None:
+    import time
+
+    before = time.time()
+    core, port = _core()
+    (st,) = core.gate_status()
+    assert before <= st.since_wall <= time.time() and st.held_since is None  # type: ignore[operator]
+    core.admit((TOPIC, 1), 5)  # held now
+    (held,) = core.gate_status()
+    assert held.since_wall == st.since_wall and st.since_wall <= held.held_since <= time.time()  # type: ignore[operator]

@@ -32,34 +32,53 @@ def test_a_replay_is_a_duplicate_not_a_violation() -> None:
     assert rep.duplicates == 1 and rep.violations == () and rep.ok
 
 
-def test_a_record_acknowledged_before_the_group_read_past_it_is_missing() -> None:
-    """A client that skips a written record loses it: that is never a hole."""
-    o = OrderingOracle()
-    o.acknowledged(b"a", "P", 0, partition=0, offset=10, at_ns=1_000)
-    o.acknowledged(b"b", "P", 0, partition=0, offset=11, at_ns=1_000)
-    o.delivered(b"b", "P", 0, partition=0, offset=11, at_ns=2_000)
-    rep = o.report()
-    assert (rep.missing, rep.tail_holes) == (1, 0) and not rep.ok
+def _two_batches(o: OrderingOracle) -> None:
+    """Offsets 10 (written last) and 11 acknowledged on partition 0."""
+    o.acknowledged(b"a", "P", 0, partition=0, offset=9, at_ns=500)
+    o.acknowledged(b"b", "P", 0, partition=0, offset=10, at_ns=3_000)
+    o.acknowledged(b"c", "P", 0, partition=0, offset=11, at_ns=1_000)
 
 
-def test_a_record_the_group_read_past_before_it_was_acknowledged_is_a_tail_hole() -> None:
+def test_a_record_written_out_of_order_and_skipped_inside_one_batch_is_a_tail_hole() -> None:
     o = OrderingOracle()
-    o.acknowledged(b"a", "P", 0, partition=0, offset=10, at_ns=3_000)  # written late
-    o.acknowledged(b"b", "P", 0, partition=0, offset=11, at_ns=1_000)
-    o.delivered(b"b", "P", 0, partition=0, offset=11, at_ns=2_000)
+    _two_batches(o)
+    o.delivered(b"a", "P", 0, partition=0, offset=9, batch="c0@1")
+    o.delivered(b"c", "P", 0, partition=0, offset=11, batch="c0@1")
     rep = o.report()
     assert (rep.missing, rep.tail_holes) == (0, 1) and rep.ok
 
 
-def test_a_read_past_on_another_partition_or_below_the_offset_is_no_excuse() -> None:
+def test_a_record_skipped_between_two_batches_is_missing() -> None:
+    """Between batches a client seeks, rewinds and commits: a skip there may be ours."""
     o = OrderingOracle()
-    o.acknowledged(b"a", "P", 0, partition=0, offset=10, at_ns=3_000)
-    o.acknowledged(b"b", "P", 0, partition=1, offset=50, at_ns=1_000)
-    o.acknowledged(b"c", "P", 0, partition=0, offset=9, at_ns=1_000)
-    o.delivered(b"b", "P", 0, partition=1, offset=50, at_ns=2_000)
-    o.delivered(b"c", "P", 0, partition=0, offset=9, at_ns=2_000)
+    _two_batches(o)
+    o.delivered(b"a", "P", 0, partition=0, offset=9, batch="c0@1")
+    o.delivered(b"c", "P", 0, partition=0, offset=11, batch="c0@2")
+    rep = o.report()
+    assert (rep.missing, rep.tail_holes) == (1, 0) and not rep.ok
+
+
+def test_a_record_written_in_order_is_missing_even_when_skipped_inside_a_batch() -> None:
+    o = OrderingOracle()
+    o.acknowledged(b"a", "P", 0, partition=0, offset=9, at_ns=500)
+    o.acknowledged(b"b", "P", 0, partition=0, offset=10, at_ns=900)
+    o.acknowledged(b"c", "P", 0, partition=0, offset=11, at_ns=1_000)
+    o.delivered(b"a", "P", 0, partition=0, offset=9, batch="c0@1")
+    o.delivered(b"c", "P", 0, partition=0, offset=11, batch="c0@1")
     rep = o.report()
     assert (rep.missing, rep.tail_holes) == (1, 0)
+
+
+def test_a_skip_on_another_partition_is_no_excuse() -> None:
+    o = OrderingOracle()
+    _two_batches(o)
+    o.acknowledged(b"d", "P", 0, partition=1, offset=5, at_ns=100)
+    o.acknowledged(b"e", "P", 0, partition=1, offset=50, at_ns=100)
+    o.delivered(b"d", "P", 0, partition=1, offset=5, batch="c0@1")
+    o.delivered(b"e", "P", 0, partition=1, offset=50, batch="c0@1")
+    o.delivered(b"a", "P", 0, partition=0, offset=9, batch="c0@1")
+    rep = o.report()
+    assert (rep.missing, rep.tail_holes) == (2, 0)
 
 
 def test_without_positions_every_undelivered_record_is_missing() -> None:
