@@ -20,22 +20,22 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def topic_name(value: Any, name: str = "topic") -> str:
-    """``value`` if it is a non-empty ``str``; else ``TypeError`` (``ValueError`` when empty)."""
+def _nonempty_str(value: Any, name: str, what: str) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be a topic name (str), got {_kind(value)} {value!r}")
+        raise TypeError(f"{name} must be {what} (str), got {_kind(value)} {value!r}")
     if not value:
         raise ValueError(f"{name} must not be empty")
     return value
+
+
+def topic_name(value: Any, name: str = "topic") -> str:
+    """``value`` if it is a non-empty ``str``; else ``TypeError`` (``ValueError`` when empty)."""
+    return _nonempty_str(value, name, "a topic name")
 
 
 def group_id(value: Any, name: str = "group") -> str:
     """``value`` if it is a non-empty ``str``; else ``TypeError`` (``ValueError`` when empty)."""
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a consumer group id (str), got {_kind(value)} {value!r}")
-    if not value:
-        raise ValueError(f"{name} must not be empty")
-    return value
+    return _nonempty_str(value, name, "a consumer group id")
 
 
 def optional_group_id(value: Any, name: str = "group") -> Optional[str]:

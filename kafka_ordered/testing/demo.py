@@ -108,31 +108,6 @@ POISON_VALUE = b"poison"
 _MAX_BYTES = 100_000
 
 
-class _PlainKafkaPython:
-    """kafka-python's ``KafkaProducer`` placing keys as the plain confluent
-    producer does (murmur2 over the current count): the control."""
-
-    def __init__(self, bootstrap: str, layout_topic: str) -> None:
-        from kafka import KafkaProducer
-
-        from ..layout_log import LayoutFollower
-
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                                      max_request_size=_MAX_BYTES)
-        self.follower = LayoutFollower({"bootstrap.servers": bootstrap}, layout_topic).start()
-
-    def send(self, topic: str, value: bytes, key: bytes) -> Any:
-        from .. import _hashing
-
-        n = self.follower.history.current(topic).partitions  # type: ignore[union-attr]
-        return self.producer.send(topic, value=value, key=key, partition=_hashing.murmur2(key) % n)
-
-    def close(self) -> None:
-        self.producer.flush(30)
-        self.producer.close(10)
-        self.follower.close()
-
-
 def _producer_worker(a: argparse.Namespace) -> int:
     """Writes per-key sequence numbers; each acknowledged record becomes a
     line ``key, value, partition, offset, ack time (ns)``. Records the client
@@ -161,31 +136,38 @@ def _producer_worker(a: argparse.Namespace) -> int:
             refused["n"] += 1
 
     kafka_python = a.client == "kafka-python"
-    follower = None
-    if kafka_python and a.ordered:
+    extra = {"ordered.producer.id": a.id} if a.stable else {}
+    # Plain producers place keys as Kafka's default partitioner does: murmur2
+    # over the current partition count, read from the layout log.
+    follower = None if a.ordered else LayoutFollower({"bootstrap.servers": a.bootstrap}, a.layout_topic).start()
+    if kafka_python:
+        from kafka import KafkaProducer
+
         from ..kafka_python import OrderedKafkaProducer
 
-        extra = {"ordered.producer.id": a.id} if a.stable else {}
-        producer: Any = OrderedKafkaProducer(bootstrap_servers=a.bootstrap, linger_ms=5,
-                                             max_request_size=_MAX_BYTES,
-                                             **{"ordered.layout.topic": a.layout_topic, **extra})
-    elif kafka_python:
-        producer = _PlainKafkaPython(a.bootstrap, a.layout_topic)
+        producer: Any = (
+            OrderedKafkaProducer(bootstrap_servers=a.bootstrap, linger_ms=5, max_request_size=_MAX_BYTES,
+                                 **{"ordered.layout.topic": a.layout_topic, **extra})
+            if a.ordered else
+            KafkaProducer(bootstrap_servers=a.bootstrap, acks="all", linger_ms=5, max_request_size=_MAX_BYTES)
+        )
     else:
-        conf = {"bootstrap.servers": a.bootstrap, "linger.ms": 5, "message.max.bytes": _MAX_BYTES}
-        if a.ordered:
-            from ..confluent import OrderedProducer
+        from ..confluent import OrderedProducer
 
-            extra = {"ordered.producer.id": a.id} if a.stable else {}
-            producer = OrderedProducer({**conf, "ordered.layout.topic": a.layout_topic, **extra})
-        else:
-            producer = Producer({**conf, "acks": "all", "enable.idempotence": True})
-            follower = LayoutFollower({"bootstrap.servers": a.bootstrap}, a.layout_topic).start()
+        conf = {"bootstrap.servers": a.bootstrap, "linger.ms": 5, "message.max.bytes": _MAX_BYTES}
+        producer = (OrderedProducer({**conf, "ordered.layout.topic": a.layout_topic, **extra}) if a.ordered
+                    else Producer({**conf, "acks": "all", "enable.idempotence": True}))
+
+    def plain_partition(key: bytes) -> Optional[int]:
+        if follower is None:
+            return None
+        return _hashing.murmur2(key) % follower.history.current(a.topic).partitions  # type: ignore[union-attr]
 
     def send(key: bytes, value: bytes) -> None:
+        partition = plain_partition(key)
         if kafka_python:
             try:
-                fut = producer.send(a.topic, value=value, key=key)
+                fut = producer.send(a.topic, value=value, key=key, partition=partition)
             except Exception:  # refused locally (e.g. MessageSizeTooLargeError)
                 refused["n"] += 1
                 return
@@ -195,11 +177,10 @@ def _producer_worker(a: argparse.Namespace) -> int:
             fut.add_errback(lambda _e: refused.update(n=refused["n"] + 1))
             return
         try:
-            if a.ordered:
+            if partition is None:
                 producer.produce(a.topic, value, key, on_delivery=acked)
             else:
-                n = follower.history.current(a.topic).partitions  # type: ignore[union-attr]
-                producer.produce(a.topic, value, key, _hashing.murmur2(key) % n, on_delivery=acked)
+                producer.produce(a.topic, value, key, partition, on_delivery=acked)
         except (KafkaException, BufferError, ValueError, TypeError):
             refused["n"] += 1
         producer.poll(0)
@@ -227,20 +208,13 @@ def _producer_worker(a: argparse.Namespace) -> int:
         if now - last_flush > 0.2:
             out.flush()
             last_flush = now
-    if kafka_python:
-        if a.ordered:
-            producer.flush(30)
-            for r in producer.registrations:
-                out.write(f"#registration\t{r!r}\n")
-        producer.close()
-    else:
-        producer.flush(30)
-        if a.ordered:
-            for r in producer.registrations:
-                out.write(f"#registration\t{r!r}\n")
-            producer.close()
-        elif follower is not None:
-            follower.close()
+    producer.flush(30)
+    if a.ordered:
+        for r in producer.registrations:
+            out.write(f"#registration\t{r!r}\n")
+    producer.close()
+    if follower is not None:
+        follower.close()
     out.write(f"#refused\t{refused['n']}\n")
     out.close()
     return 0
