@@ -394,6 +394,448 @@ static PyTypeObject LinearPartitionerType = {
     .tp_new = lp_new,
 };
 
+/* ---- the producer's per-record path -------------------------------------- */
+
+/* ProducerRoute: one managed topic's state as the per-record path reads it.
+ * The registering core (kafka_ordered._registering) owns it: it sets `ready`
+ * when keyed records may go straight out (registered for the current layout,
+ * no switch running, nothing buffered) and `fn` to the layout's key ->
+ * partition function; `stamp` holds partitions whose records must take the
+ * slow path (empty in the steady state). `inflight` counts senders between
+ * their `ready` check and the return of the inner client's call (FastProduce
+ * itself, Python paths through enter()/leave()): a core that clears `ready`
+ * waits for it to reach 0 before it relies on nothing more being enqueued
+ * under the old layout. */
+typedef struct {
+    PyObject_HEAD
+    char ready;
+    Py_ssize_t inflight;
+    PyObject *fn;
+    PyObject *stamp;
+} ProducerRoute;
+
+static PyTypeObject ProducerRouteType;
+
+static PyObject *
+pr_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"fn", NULL};
+    PyObject *fn = Py_None;
+    ProducerRoute *self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:ProducerRoute", kwlist, &fn))
+        return NULL;
+    self = (ProducerRoute *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->stamp = PySet_New(NULL);
+    if (self->stamp == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->fn = Py_NewRef(fn);
+    return (PyObject *)self;
+}
+
+static int
+pr_traverse(ProducerRoute *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->fn);
+    Py_VISIT(self->stamp);
+    return 0;
+}
+
+static int
+pr_clear(ProducerRoute *self)
+{
+    Py_CLEAR(self->fn);
+    Py_CLEAR(self->stamp);
+    return 0;
+}
+
+static void
+pr_dealloc(ProducerRoute *self)
+{
+    PyObject_GC_UnTrack(self);
+    pr_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+pr_get_ready(ProducerRoute *self, void *closure)
+{
+    return PyBool_FromLong(self->ready);
+}
+
+static int
+pr_set_ready(ProducerRoute *self, PyObject *value, void *closure)
+{
+    int v;
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete ready");
+        return -1;
+    }
+    v = PyObject_IsTrue(value);
+    if (v < 0)
+        return -1;
+    self->ready = (char)v;
+    return 0;
+}
+
+static PyObject *
+pr_get_fn(ProducerRoute *self, void *closure)
+{
+    return Py_NewRef(self->fn ? self->fn : Py_None);
+}
+
+static int
+pr_set_fn(ProducerRoute *self, PyObject *value, void *closure)
+{
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete fn");
+        return -1;
+    }
+    {
+        PyObject *old = self->fn;
+        self->fn = Py_NewRef(value);
+        Py_XDECREF(old);
+    }
+    return 0;
+}
+
+static PyObject *
+pr_repr(ProducerRoute *self)
+{
+    return PyUnicode_FromFormat("ProducerRoute(ready=%s, fn=%R, stamp=%R, inflight=%zd)",
+                                self->ready ? "True" : "False", self->fn ? self->fn : Py_None, self->stamp,
+                                self->inflight);
+}
+
+static PyObject *
+pr_enter(ProducerRoute *self, PyObject *Py_UNUSED(ignored))
+{
+    self->inflight++;
+    return PyBool_FromLong(self->ready);
+}
+
+static PyObject *
+pr_leave(ProducerRoute *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->inflight <= 0) {
+        PyErr_SetString(PyExc_RuntimeError, "ProducerRoute.leave() without enter()");
+        return NULL;
+    }
+    self->inflight--;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef pr_methods[] = {
+    {"enter", (PyCFunction)pr_enter, METH_NOARGS,
+     "enter($self, /)\n--\n\nCount a sender in (before it checks ready); returns ready."},
+    {"leave", (PyCFunction)pr_leave, METH_NOARGS,
+     "leave($self, /)\n--\n\nCount a sender out (after its inner call returned)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef pr_members[] = {
+    {"stamp", T_OBJECT_EX, offsetof(ProducerRoute, stamp), READONLY,
+     "set of partitions whose keyed records take the slow path (empty in the steady state)"},
+    {"inflight", T_PYSSIZET, offsetof(ProducerRoute, inflight), READONLY,
+     "senders past their ready check whose inner call has not returned"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef pr_getset[] = {
+    {"ready", (getter)pr_get_ready, (setter)pr_set_ready, "keyed records may go straight out", NULL},
+    {"fn", (getter)pr_get_fn, (setter)pr_set_fn, "key (bytes) -> partition of the current layout", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(pr_doc, "ProducerRoute(fn=None)\n--\n\n"
+                     "A managed topic's per-record state: ready, fn, stamp (a set), inflight.");
+
+static PyTypeObject ProducerRouteType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafka_ordered._speedups.ProducerRoute",
+    .tp_basicsize = sizeof(ProducerRoute),
+    .tp_dealloc = (destructor)pr_dealloc,
+    .tp_repr = (reprfunc)pr_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = pr_doc,
+    .tp_traverse = (traverseproc)pr_traverse,
+    .tp_clear = (inquiry)pr_clear,
+    .tp_methods = pr_methods,
+    .tp_members = pr_members,
+    .tp_getset = pr_getset,
+    .tp_new = pr_new,
+};
+
+/* FastProduce(produce, slow, routes): the per-record path of OrderedProducer.
+ *
+ * Called like confluent_kafka.Producer.produce. The common case -- a str
+ * topic whose route in `routes` is ready, a bytes or str key, value and
+ * key positional or as keywords, maybe on_delivery/callback, timestamp,
+ * headers, partition=-1 as keywords -- computes the partition (inline for a
+ * LinearPartitioner) and calls produce(topic, value, key, partition[,
+ * callback][, timestamp=..., headers=...]) through vectorcall.
+ * Every other call, and a key whose partition is in the route's `stamp`,
+ * goes to slow(...) with the arguments unchanged. Nothing between the ready
+ * check and the inner call runs Python code or releases the GIL, and
+ * `inflight` covers the inner call in case it does. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *produce;
+    PyObject *slow;
+    PyObject *routes;
+    /* The last topic looked up and its route (strong references): callers
+     * pass the same str object over and over. A route is never replaced in
+     * `routes` once set (the core creates it with the topic's state). */
+    PyObject *last_topic, *last_route;
+} FastProduce;
+
+static PyObject *KW_TOPIC, *KW_VALUE, *KW_KEY, *KW_ON_DELIVERY, *KW_CALLBACK, *KW_PARTITION, *KW_TIMESTAMP, *KW_HEADERS;
+static PyObject *KWN_TIMESTAMP, *KWN_HEADERS, *KWN_BOTH; /* kwnames tuples for the inner call */
+
+/* partition=-1: "not set" */
+static int
+is_minus_one(PyObject *v)
+{
+    int overflow;
+    return PyLong_CheckExact(v) && PyLong_AsLongAndOverflow(v, &overflow) == -1 && !overflow;
+}
+
+static int
+kw_is(PyObject *name, PyObject *interned)
+{
+    return name == interned || (PyUnicode_Check(name) && PyUnicode_Compare(name, interned) == 0);
+}
+
+static PyObject *
+fp_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastProduce *self = (FastProduce *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, i, len;
+    PyObject *topic = NULL, *value = Py_None, *key = NULL, *cb = NULL, *cb2 = NULL, *ts = NULL, *hdrs = NULL;
+    PyObject *route, *part, *res, *kwn;
+    PyObject *call[8];
+    Py_ssize_t n;
+    const char *data;
+    ProducerRoute *r;
+
+    /* produce(topic, value, key, partition, on_delivery, timestamp, headers, *, callback) */
+    if (nargs > 7)
+        goto slow;
+    topic = nargs > 0 ? args[0] : NULL;
+    if (nargs > 1)
+        value = args[1];
+    if (nargs > 2)
+        key = args[2];
+    if (nargs > 3 && !is_minus_one(args[3]))
+        goto slow;
+    if (nargs > 4)
+        cb = args[4];
+    if (nargs > 5)
+        ts = args[5];
+    if (nargs > 6)
+        hdrs = args[6];
+    for (i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
+        if (kw_is(name, KW_KEY) && nargs < 3)
+            key = v;
+        else if (kw_is(name, KW_TOPIC) && nargs < 1)
+            topic = v;
+        else if (kw_is(name, KW_VALUE) && nargs < 2)
+            value = v;
+        else if (kw_is(name, KW_ON_DELIVERY) && nargs < 5)
+            cb = v;
+        else if (kw_is(name, KW_CALLBACK))
+            cb2 = v;
+        else if (kw_is(name, KW_TIMESTAMP) && nargs < 6)
+            ts = v;
+        else if (kw_is(name, KW_HEADERS) && nargs < 7)
+            hdrs = v;
+        else if (kw_is(name, KW_PARTITION) && nargs < 4) {
+            if (!is_minus_one(v)) /* anything but "not set" is the slow path's to judge */
+                goto slow;
+        }
+        else
+            goto slow;
+    }
+    if (key == NULL || topic == NULL || !PyUnicode_CheckExact(topic))
+        goto slow;
+    if (PyBytes_CheckExact(key)) {
+        data = PyBytes_AS_STRING(key);
+        len = PyBytes_GET_SIZE(key);
+    }
+    else if (PyUnicode_CheckExact(key)) {
+        data = PyUnicode_AsUTF8AndSize(key, &len); /* what the client sends */
+        if (data == NULL) {
+            PyErr_Clear();
+            goto slow;
+        }
+    }
+    else
+        goto slow;
+    if (topic == self->last_topic)
+        route = self->last_route;
+    else {
+        route = PyDict_GetItemWithError(self->routes, topic);
+        if (route == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            goto slow;
+        }
+        if (!Py_IS_TYPE(route, &ProducerRouteType))
+            goto slow;
+        Py_INCREF(topic);
+        Py_INCREF(route);
+        Py_XDECREF(self->last_topic);
+        Py_XDECREF(self->last_route);
+        self->last_topic = topic;
+        self->last_route = route;
+    }
+    r = (ProducerRoute *)Py_NewRef(route);
+    r->inflight++;
+    if (!r->ready || r->fn == NULL || !Py_IS_TYPE(r->fn, &LinearPartitionerType))
+        goto route_slow;
+    {
+        LinearPartitioner *lp = (LinearPartitioner *)r->fn;
+        part = lp_bucket(lp, lp->fn((const unsigned char *)data, len));
+    }
+    if (part == NULL)
+        goto route_error;
+    if (PySet_GET_SIZE(r->stamp) > 0) {
+        int c = PySet_Contains(r->stamp, part);
+        if (c != 0) {
+            Py_DECREF(part);
+            if (c < 0)
+                goto route_error;
+            goto route_slow;
+        }
+    }
+    if (cb == NULL || cb == Py_None)
+        cb = cb2 == Py_None ? NULL : cb2;
+    call[1] = topic;
+    call[2] = value;
+    call[3] = key;
+    call[4] = part;
+    n = 4;
+    kwn = NULL;
+    if (ts != NULL || hdrs != NULL) {
+        call[5] = cb ? cb : Py_None;
+        n = 5;
+        if (ts != NULL)
+            call[1 + n++] = ts;
+        if (hdrs != NULL)
+            call[1 + n++] = hdrs;
+        kwn = ts == NULL ? KWN_HEADERS : hdrs == NULL ? KWN_TIMESTAMP : KWN_BOTH;
+        n -= PyTuple_GET_SIZE(kwn);
+    }
+    else if (cb != NULL)
+        call[1 + n++] = cb;
+    res = PyObject_Vectorcall(self->produce, call + 1, (size_t)n | PY_VECTORCALL_ARGUMENTS_OFFSET, kwn);
+    Py_DECREF(part);
+    r->inflight--;
+    Py_DECREF(r);
+    return res;
+
+route_error:
+    r->inflight--;
+    Py_DECREF(r);
+    return NULL;
+route_slow:
+    r->inflight--;
+    Py_DECREF(r);
+slow:
+    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+}
+
+static PyObject *
+fp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"produce", "slow", "routes", NULL};
+    PyObject *produce, *slow, *routes;
+    FastProduce *self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!:FastProduce", kwlist, &produce, &slow, &PyDict_Type, &routes))
+        return NULL;
+    if (!PyCallable_Check(produce) || !PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_TypeError, "produce and slow must be callable");
+        return NULL;
+    }
+    self = (FastProduce *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = fp_vectorcall;
+    self->produce = Py_NewRef(produce);
+    self->slow = Py_NewRef(slow);
+    self->routes = Py_NewRef(routes);
+    return (PyObject *)self;
+}
+
+static int
+fp_traverse(FastProduce *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->produce);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->routes);
+    Py_VISIT(self->last_route);
+    return 0;
+}
+
+static int
+fp_clear(FastProduce *self)
+{
+    Py_CLEAR(self->produce);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->routes);
+    Py_CLEAR(self->last_topic);
+    Py_CLEAR(self->last_route);
+    return 0;
+}
+
+static void
+fp_dealloc(FastProduce *self)
+{
+    PyObject_GC_UnTrack(self);
+    fp_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+fp_get_doc(FastProduce *self, void *closure)
+{
+    return PyObject_GetAttrString(self->slow, "__doc__");
+}
+
+static PyMemberDef fp_members[] = {
+    /* inspect.signature() follows __wrapped__: the slow path has the signature */
+    {"__wrapped__", T_OBJECT_EX, offsetof(FastProduce, slow), READONLY, NULL},
+    {"routes", T_OBJECT_EX, offsetof(FastProduce, routes), READONLY, NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(FastProduce, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef fp_getset[] = {
+    {"__doc__", (getter)fp_get_doc, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject FastProduceType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafka_ordered._speedups.FastProduce",
+    .tp_basicsize = sizeof(FastProduce),
+    .tp_dealloc = (destructor)fp_dealloc,
+    .tp_vectorcall_offset = offsetof(FastProduce, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_traverse = (traverseproc)fp_traverse,
+    .tp_clear = (inquiry)fp_clear,
+    .tp_members = fp_members,
+    .tp_getset = fp_getset,
+    .tp_new = fp_new,
+};
+
 /* ---- module ------------------------------------------------------------ */
 
 static PyMethodDef module_methods[] = {
@@ -420,12 +862,29 @@ PyInit__speedups(void)
     crc32_init();
     if (PyType_Ready(&LinearPartitionerType) < 0)
         return NULL;
+    if (PyType_Ready(&ProducerRouteType) < 0 || PyType_Ready(&FastProduceType) < 0)
+        return NULL;
+    KW_TOPIC = PyUnicode_InternFromString("topic");
+    KW_VALUE = PyUnicode_InternFromString("value");
+    KW_KEY = PyUnicode_InternFromString("key");
+    KW_ON_DELIVERY = PyUnicode_InternFromString("on_delivery");
+    KW_CALLBACK = PyUnicode_InternFromString("callback");
+    KW_PARTITION = PyUnicode_InternFromString("partition");
+    KW_TIMESTAMP = PyUnicode_InternFromString("timestamp");
+    KW_HEADERS = PyUnicode_InternFromString("headers");
+    if (!KW_TOPIC || !KW_VALUE || !KW_KEY || !KW_ON_DELIVERY || !KW_CALLBACK || !KW_PARTITION || !KW_TIMESTAMP || !KW_HEADERS)
+        return NULL;
+    KWN_TIMESTAMP = PyTuple_Pack(1, KW_TIMESTAMP);
+    KWN_HEADERS = PyTuple_Pack(1, KW_HEADERS);
+    KWN_BOTH = PyTuple_Pack(2, KW_TIMESTAMP, KW_HEADERS);
+    if (!KWN_TIMESTAMP || !KWN_HEADERS || !KWN_BOTH)
+        return NULL;
     m = PyModule_Create(&speedups_module);
     if (m == NULL)
         return NULL;
-    Py_INCREF(&LinearPartitionerType);
-    if (PyModule_AddObject(m, "LinearPartitioner", (PyObject *)&LinearPartitionerType) < 0) {
-        Py_DECREF(&LinearPartitionerType);
+    if (PyModule_AddObjectRef(m, "LinearPartitioner", (PyObject *)&LinearPartitionerType) < 0 ||
+        PyModule_AddObjectRef(m, "ProducerRoute", (PyObject *)&ProducerRouteType) < 0 ||
+        PyModule_AddObjectRef(m, "FastProduce", (PyObject *)&FastProduceType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -36,6 +36,7 @@ PURE = [
     "_gating",
     "_registering",
     "_hashing",
+    "_fastpath",
 ]
 CLIENTS = ("confluent_kafka", "kafka", "pyspark")
 

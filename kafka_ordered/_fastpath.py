@@ -1,0 +1,131 @@
+"""The producer's per-record path: C when the speed-ups are enabled, else the
+pure-Python equivalents below (same decisions, tested to agree).
+
+A :data:`ProducerRoute` is one managed topic's state as the per-record path
+reads it; the registering core (:mod:`kafka_ordered._registering`) owns it:
+
+- ``ready``: keyed records may go straight out (registered for the current
+  layout, no switch running, nothing buffered);
+- ``fn``: the layout's ``key (bytes) -> partition`` function;
+- ``stamp``: partitions whose keyed records must take the slow path (empty in
+  the steady state: the hook for per-partition rules such as stamping the
+  first records after a registration, so that the per-record path checks
+  one thing);
+- ``inflight``: senders between their ``ready`` check and the return of the
+  inner client's call. A sender counts itself in (``enter()``, which returns
+  ``ready``) *before* it checks ``ready`` and out (``leave()``) after the
+  inner call returned; :func:`close_route` clears ``ready`` and then waits
+  for ``inflight`` to reach 0. So once it returns, no record partitioned
+  under the old layout can still be enqueued, and the hot path takes no lock.
+
+:func:`fast_produce` builds the callable that ``OrderedProducer`` binds as its
+instance's ``produce``: called exactly like ``confluent_kafka.Producer.produce``,
+it sends the common case (managed topic, ready route, ``bytes``/``str`` key,
+no explicit partition, the key's partition not in ``stamp``) with one
+partition computation and one call ``produce(topic, value, key, partition[,
+callback][, timestamp=, headers=])``, and passes every other call unchanged
+to ``slow``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, List, Optional, Set
+
+from . import _hashing
+
+__all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route"]
+
+
+class PyProducerRoute:
+    """Pure-Python :data:`ProducerRoute` (the C type's fallback).
+
+    ``enter``/``leave`` count senders with ``list.append``/``list.pop``,
+    which are atomic under the GIL."""
+
+    __slots__ = ("ready", "fn", "stamp", "_inside")
+
+    def __init__(self, fn: Optional[Callable[[Any], int]] = None) -> None:
+        self.ready = False
+        self.fn = fn
+        self.stamp: Set[int] = set()
+        self._inside: List[None] = []
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inside)
+
+    def enter(self) -> bool:
+        self._inside.append(None)
+        return self.ready
+
+    def leave(self) -> None:
+        self._inside.pop()
+
+    def __repr__(self) -> str:
+        return f"ProducerRoute(ready={self.ready}, fn={self.fn!r}, stamp={self.stamp!r}, inflight={self.inflight})"
+
+
+#: The route type in use: ``kafka_ordered._speedups.ProducerRoute`` or :class:`PyProducerRoute`.
+ProducerRoute: Any = _hashing._C.ProducerRoute if _hashing._C is not None else PyProducerRoute
+
+
+def fast_produce_py(produce: Callable[..., Any], slow: Callable[..., Any],
+                    routes: Dict[str, Any]) -> Callable[..., Any]:
+    """The pure-Python per-record path (see the module docstring)."""
+    get = routes.get
+
+    def produce_fast(topic: str, value: Any = None, key: Any = None, partition: int = -1,
+                     on_delivery: Optional[Callable[..., None]] = None, timestamp: int = 0, headers: Any = None,
+                     *, callback: Optional[Callable[..., None]] = None) -> Any:
+        if partition == -1 and topic.__class__ is str:
+            r = get(topic)
+            if r is not None and r.ready:
+                kc = key.__class__
+                kb = key if kc is bytes else _utf8(key) if kc is str else None
+                if kb is not None:
+                    inside = r._inside
+                    inside.append(None)
+                    try:
+                        if r.ready:
+                            p = r.fn(kb)
+                            if not r.stamp or p not in r.stamp:
+                                cb = on_delivery if on_delivery is not None else callback
+                                if timestamp or headers is not None:
+                                    return produce(topic, value, key, p, cb, timestamp=timestamp, headers=headers)
+                                if cb is None:
+                                    return produce(topic, value, key, p)
+                                return produce(topic, value, key, p, cb)
+                    finally:
+                        inside.pop()
+        return slow(topic, value, key, partition, on_delivery, timestamp, headers, callback=callback)
+
+    produce_fast.__wrapped__ = slow  # type: ignore[attr-defined]
+    produce_fast.__doc__ = slow.__doc__
+    return produce_fast
+
+
+def _utf8(key: str) -> Optional[bytes]:
+    try:
+        return key.encode("utf-8")
+    except UnicodeEncodeError:
+        return None  # the slow path raises the client's own error
+
+
+def fast_produce(produce: Callable[..., Any], slow: Callable[..., Any], routes: Dict[str, Any]) -> Callable[..., Any]:
+    """The per-record path over ``routes`` (topic -> :data:`ProducerRoute`):
+    the C ``FastProduce`` when the speed-ups are enabled, else :func:`fast_produce_py`."""
+    if _hashing._C is not None:
+        return _hashing._C.FastProduce(produce, slow, routes)  # type: ignore[no-any-return]
+    return fast_produce_py(produce, slow, routes)
+
+
+def close_route(route: Any) -> None:
+    """Clear ``route.ready``, then wait until no sender is between its ready
+    check and the return of its inner call. Afterwards nothing more is sent
+    on the per-record path until ``ready`` is set again."""
+    route.ready = False
+    while route.inflight:
+        # Another thread is inside the inner client's send; it returns
+        # without needing anything the caller holds.
+        time.sleep(0.0001)
