@@ -101,6 +101,10 @@ class LayoutView(Protocol):
     def fresh_within(self, seconds: float) -> bool:
         """Whether the view includes every record appended up to ``seconds`` ago."""
 
+    def fresh_until(self, seconds: float) -> float:
+        """The monotonic time until which :meth:`fresh_within` ``(seconds)`` holds
+        without a new catch-up (``-inf`` once stopped)."""
+
     def add_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after new records were applied."""
 

@@ -18,11 +18,14 @@ carry the gates: a member that commits rarely delays other partitions.
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 import time
 import types
+from itertools import compress
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
@@ -297,6 +300,13 @@ def _tp(m: Message) -> TP:
     return (m.topic(), m.partition())  # type: ignore[return-value]
 
 
+_partition = Message.partition
+_topic = Message.topic
+_error = Message.error
+_is_none = functools.partial(operator.is_, None)
+_monotonic = time.monotonic
+
+
 class _ConsumerPort:
     """:class:`~kafka_ordered._ports.ConsumerPort` over a confluent ``Consumer``."""
 
@@ -367,6 +377,8 @@ class OrderedConsumer:
         options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto.offset.reset", "latest")))
         self._core = GatingCore(_ConsumerPort(self._consumer, options.timeout), shared.follower, shared.offsets,
                                 options)
+        self._raw_poll = consumer.poll
+        self._raw_consume = consumer.consume
         self._group_id = str(conf["group.id"])
         self._user_cbs: Dict[str, Optional[Callable[..., None]]] = {}
         self._closed = False
@@ -521,49 +533,92 @@ class OrderedConsumer:
 
     def poll(self, timeout: float = -1) -> Optional[Message]:
         """``Consumer.poll``: the next deliverable message, or ``None``."""
+        calm = self._core.calm
+        if calm.quiet and _monotonic() < calm.until:
+            # Nothing to gate: the client's own poll, its message untouched.
+            m = self._raw_poll(timeout)
+            if m is None or (calm.quiet and _monotonic() < calm.fresh_until):
+                return m
+            got = self._deliverable([m])
+            return got[0] if got else None
         msgs = self._consume(1, timeout)
         return msgs[0] if msgs else None
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> List[Message]:
         """``Consumer.consume``: up to ``num_messages`` deliverable messages."""
+        calm = self._core.calm
+        if calm.quiet and _monotonic() < calm.until:
+            # Nothing to gate: the client's own batch, returned as it is.
+            raw = self._raw_consume(num_messages, timeout)
+            if not raw or (calm.quiet and _monotonic() < calm.fresh_until):
+                return raw
+            return self._deliverable(raw)
         return self._consume(num_messages, timeout)
 
     def _consume(self, num: int, timeout: Optional[float]) -> List[Message]:
         core = self._core
-        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        deadline = None if timeout is None or timeout < 0 else _monotonic() + timeout
         core.begin_poll()
-        out: List[Message] = []
         while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            left = None if deadline is None else max(0.0, deadline - _monotonic())
             chunk = core.poll_chunk(left)
-            raw = self._consumer.consume(num - len(out), -1 if chunk is None else chunk)
-            if raw:
-                i = 0
-                try:
-                    core.ensure_fresh()
-                    watched = core.watched()
-                    if not watched:
-                        out.extend(raw)
-                    else:
-                        numbers = {p for _, p in watched}
-                        for i, m in enumerate(raw):
-                            p = m.partition()
-                            if p in numbers and m.error() is None:
-                                tp = (m.topic(), p)
-                                if tp in watched and not core.admit(tp, m.offset()):  # type: ignore[arg-type]
-                                    continue
-                            out.append(m)
-                except BaseException:
-                    # Nothing of this call reaches the application: fetch it again.
-                    first: Dict[TP, int] = {}
-                    for m in out + raw[i:]:
-                        if m.error() is None:
-                            first.setdefault(_tp(m), int(m.offset() or 0))
-                    core.rewind(first)
-                    raise
-            if out or (deadline is not None and time.monotonic() >= deadline):
+            raw = self._raw_consume(num, -1 if chunk is None else chunk)
+            out = self._deliverable(raw) if raw else raw
+            if out or (deadline is not None and _monotonic() >= deadline):
+                core.settle()
                 return out
             core.maintain()
+
+    def _deliverable(self, raw: List[Message]) -> List[Message]:
+        """What may be delivered of one fetched batch: the batch itself when no
+        partition it holds is watched; else each watched partition's run of
+        records is cut at its gate (by bisection on offsets)."""
+        core = self._core
+        try:
+            core.ensure_fresh()
+            watched = core.watched()
+            if not watched:
+                return raw
+            return self._cut(raw, watched)
+        except BaseException:
+            # Nothing of this batch reaches the application: fetch it again.
+            first: Dict[TP, int] = {}
+            for m in raw:
+                if m.error() is None:
+                    first.setdefault(_tp(m), int(m.offset() or 0))
+            core.rewind(first)
+            raise
+
+    def _cut(self, raw: List[Message], watched: Set[TP]) -> List[Message]:
+        parts = list(map(_partition, raw))
+        numbers = {p for _, p in watched}
+        hits = [n for n in numbers if n in parts] if len(numbers) <= 8 else numbers.intersection(parts)
+        if not hits:
+            return raw
+        topics = {t for t, _ in self._core.owned}
+        names = list(map(_topic, raw)) if len(topics) > 1 else None
+        only = next(iter(topics)) if len(topics) == 1 else None
+        everything = range(len(raw))
+        mask: Optional[bytearray] = None
+        for n in hits:
+            idx = list(compress(everything, map(n.__eq__, parts)))
+            runs: Dict[TP, List[int]] = {}
+            if names is None:
+                runs[(only, n)] = idx  # type: ignore[index]
+            else:
+                for i in idx:
+                    runs.setdefault((str(names[i]), n), []).append(i)
+            for tp, ids in runs.items():
+                if tp not in watched:
+                    continue
+                ok = list(compress(ids, map(_is_none, map(_error, map(raw.__getitem__, ids)))))
+                n_ok = self._core.admit_run(tp, len(ok), lambda i: raw[ok[i]].offset())  # type: ignore[arg-type,return-value]
+                if n_ok < len(ok):
+                    if mask is None:
+                        mask = bytearray(b"\x01") * len(raw)
+                    for i in ok[n_ok:]:
+                        mask[i] = 0
+        return raw if mask is None else list(compress(raw, mask))
 
     # -- offsets
 
@@ -654,6 +709,7 @@ class OrderedConsumer:
             self._commit_before_losing(list(self._core.owned))
             self._consumer.close()
         finally:
+            self._core.close()
             self._shared.release()
 
     def __enter__(self) -> "OrderedConsumer":

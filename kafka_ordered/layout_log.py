@@ -404,6 +404,11 @@ class LayoutFollower:
         before now (the consumers' freshness rule). Never after a fatal error."""
         return self.fatal is None and time.monotonic() - self.fresh_as_of < seconds
 
+    def fresh_until(self, seconds: float) -> float:
+        """The monotonic time until which :meth:`fresh_within` ``(seconds)``
+        holds without a new catch-up (``-inf`` after a fatal error)."""
+        return self.fresh_as_of + seconds if self.fatal is None else float("-inf")
+
     def view_metrics(self) -> LayoutViewMetrics:
         """How current the view is (no request: from the last catch-up)."""
         nxt = self.history.next_offset
