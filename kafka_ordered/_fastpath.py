@@ -1,5 +1,8 @@
-"""The producer's per-record path: C when the speed-ups are enabled, else the
+"""The per-record paths: C when the speed-ups are enabled, else the
 pure-Python equivalents below (same decisions, tested to agree).
+
+Producer
+--------
 
 A :data:`ProducerRoute` is one managed topic's state as the per-record path
 reads it; the registering core (:mod:`kafka_ordered._registering`) owns it:
@@ -25,16 +28,31 @@ no explicit partition, the key's partition not in ``stamp``) with one
 partition computation and one call ``produce(topic, value, key, partition[,
 callback][, timestamp=, headers=])``, and passes every other call unchanged
 to ``slow``.
+
+Consumer
+--------
+A :data:`Calm` says whether a consumer may skip its gating core for a while
+(see :class:`kafka_ordered._gating.GatingCore`). :func:`fast_fetch` builds a
+consumer's ``poll``/``consume``: while ``calm.quiet`` and before
+``calm.until`` it calls the client's own fetch with the arguments unchanged
+and returns what it got untouched when that is empty, or when the calm still
+holds and it is before ``calm.fresh_until``; else ``after(result)`` decides
+it. Otherwise the call goes to ``slow``.
+
+:func:`method` puts either path on the class, so that ``obj.produce(...)``
+costs no Python frame.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable, Dict, List, Optional, Set
 
 from . import _hashing
 
-__all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route"]
+__all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route", "method",
+           "PyMethod", "Calm", "PyCalm", "fast_fetch", "fast_fetch_py"]
 
 
 class PyProducerRoute:
@@ -129,3 +147,78 @@ def close_route(route: Any) -> None:
         # Another thread is inside the inner client's send; it returns
         # without needing anything the caller holds.
         time.sleep(0.0001)
+
+
+class PyMethod:
+    """Pure-Python :func:`method` (the C ``Method``'s fallback): a
+    non-data descriptor that returns ``getattr(instance, attr)``."""
+
+    def __init__(self, function: Callable[..., Any], attr: str) -> None:
+        functools.update_wrapper(self, function)
+        self.attr = attr
+
+    def __get__(self, obj: Any, cls: Any = None) -> Any:
+        return self if obj is None else getattr(obj, self.attr)
+
+    def __call__(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(obj, self.attr)(*args, **kwargs)
+
+
+def method(function: Callable[..., Any], attr: str) -> Any:
+    """A class attribute standing for the method ``function`` that calls the
+    instance's per-instance implementation ``getattr(self, attr)`` (for
+    ``OrderedProducer.produce``: the instance's :func:`fast_produce`).
+
+    With the C speed-ups it is a method descriptor (``obj.produce(...)``
+    costs no Python frame and no instance-dictionary look-up); ``help()``
+    and ``inspect.signature`` see ``function`` through ``__wrapped__``."""
+    if _hashing._C is not None:
+        return _hashing._C.Method(function, attr)
+    return PyMethod(function, attr)
+
+
+class PyCalm:
+    """Pure-Python :data:`Calm`."""
+
+    __slots__ = ("quiet", "until", "fresh_until")
+
+    def __init__(self) -> None:
+        self.quiet = False
+        self.until = float("-inf")
+        self.fresh_until = float("-inf")
+
+
+_CONTAINERS = (list, dict)
+
+#: The calm type in use: ``kafka_ordered._speedups.Calm`` or :class:`PyCalm`.
+Calm: Any = _hashing._C.Calm if _hashing._C is not None else PyCalm
+
+
+def fast_fetch_py(fetch: Callable[..., Any], slow: Callable[..., Any], after: Callable[[Any], Any],
+                  calm: Any) -> Callable[..., Any]:
+    """The pure-Python fetch path (see the module docstring)."""
+    monotonic = time.monotonic
+
+    def fetch_fast(*args: Any, **kwargs: Any) -> Any:
+        if calm.quiet and monotonic() < calm.until:
+            got = fetch(*args, **kwargs)
+            # (a Message's truth is its value's length: test for None and empty containers only)
+            if got is None or (got.__class__ in _CONTAINERS and not got) or \
+                    (calm.quiet and monotonic() < calm.fresh_until):
+                return got
+            return after(got)
+        return slow(*args, **kwargs)
+
+    fetch_fast.__wrapped__ = slow  # type: ignore[attr-defined]
+    fetch_fast.__doc__ = slow.__doc__
+    return fetch_fast
+
+
+def fast_fetch(fetch: Callable[..., Any], slow: Callable[..., Any], after: Callable[[Any], Any],
+               calm: Any) -> Callable[..., Any]:
+    """A consumer's ``poll``/``consume`` over ``calm`` (a :data:`Calm`): the C
+    ``FastFetch`` when the speed-ups are enabled, else :func:`fast_fetch_py`."""
+    if _hashing._C is not None:
+        return _hashing._C.FastFetch(fetch, slow, after, calm)  # type: ignore[no-any-return]
+    return fast_fetch_py(fetch, slow, after, calm)
+

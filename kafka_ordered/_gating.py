@@ -30,6 +30,7 @@ import logging
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ._fastpath import Calm
 from ._ports import TP, ConsumerPort, LayoutView, OffsetsPort
 from .gates import GateKeeper, GateStatus, ResetPolicy, processed_offset, start_position
 from .history import LayoutHistory
@@ -37,7 +38,7 @@ from .layout import DEFAULT_SETTLE_MS
 from .listener import PartitionKeyRebalanceListener
 from .metrics import GATE_WAIT_BUCKETS, ConsumerMetrics, GateMetrics, WaitHistogram
 
-__all__ = ["GatingCore", "PartitionState", "GatingOptions", "Calm"]
+__all__ = ["GatingCore", "PartitionState", "GatingOptions"]
 
 log = logging.getLogger("kafka_ordered.consumer")
 
@@ -94,25 +95,6 @@ class PartitionState:
         self.init_commit = False
 
 
-class Calm:
-    """Whether the adapters may skip the gating core for a while.
-
-    ``quiet``: no gating work is pending (set only by the core, after a full
-    poll found nothing to do; cleared at once by any event that may need
-    work). While quiet and before ``until`` (monotonic: the next auto-commit
-    or the end of the layout view's freshness, whichever is first), a poll
-    may fetch without :meth:`GatingCore.begin_poll`; what it fetched may be
-    returned untouched while still quiet and before ``fresh_until``.
-    """
-
-    __slots__ = ("quiet", "until", "fresh_until")
-
-    def __init__(self) -> None:
-        self.quiet = False
-        self.until = float("-inf")
-        self.fresh_until = float("-inf")
-
-
 class GatingOptions:
     """The ``ordered.*`` consumer options the core uses, parsed."""
 
@@ -163,6 +145,10 @@ class GatingCore:
         self._init_commit: Set[TP] = set()
         self._user_paused: Set[TP] = set()
         self._foreign: Set[TP] = set()  # states kept for unowned sources of closed gates
+        self._commit_unknown: Set[TP] = set()  # assigned at explicit offsets: the group's commit not read yet
+        self._scope = 0  # counts ownership, hold and listener changes (for the watched() cache)
+        self._watched: Tuple[int, int, Set[TP]] = (-1, -1, set())
+        self._dirty = True  # processed offsets or gates changed since the last evaluation
         self._stall: Dict[TP, float] = {}
         self._stored_mode = False
         self._committed_at = float("-inf")
@@ -170,7 +156,13 @@ class GatingCore:
         self._gate_offsets: Dict[str, int] = {}
         self._seen_version = -1
         self._delta = DEFAULT_SETTLE_MS / 1000.0
-        self.calm = Calm()
+        #: Whether the adapters may skip this core for a while: ``quiet`` (no
+        #: gating work pending; set only by :meth:`settle`, cleared by any
+        #: event that may need work), ``until`` (monotonic: the next
+        #: auto-commit or the end of the view's freshness) before which a poll
+        #: may fetch without :meth:`begin_poll`, and ``fresh_until``, before
+        #: which what it fetched may be returned untouched.
+        self.calm: Any = Calm()
         self.last_commit = time.monotonic()
         self.records_held_back = 0
         self.last_wait_s: Optional[float] = None
@@ -198,6 +190,7 @@ class GatingCore:
     def listener(self, value: Optional[PartitionKeyRebalanceListener]) -> None:
         self._listener = value
         self.keeper.announcing = value is not None
+        self._scope += 1
         self.calm.quiet = False
 
     @property
@@ -232,6 +225,8 @@ class GatingCore:
         Those starts are committed at the next poll so that gates waiting on
         them can open before any record arrives."""
         self.calm.quiet = False
+        self._scope += 1
+        self._dirty = True
         history = self.follower.sync()  # a topic may have become managed a moment ago
         earliest: List[TP] = []
         latest: List[TP] = []
@@ -265,6 +260,8 @@ class GatingCore:
     def assigned_at(self, offsets: Mapping[TP, int]) -> None:
         """Record partitions assigned at explicit offsets (nothing to resolve)."""
         self.calm.quiet = False
+        self._scope += 1
+        self._dirty = True
         new: List[TP] = []
         for tp, off in offsets.items():
             st = self._own(tp)
@@ -273,6 +270,7 @@ class GatingCore:
             self._owned.add(tp)
             st.start_at(off)
             self.keeper.forget_announcements(tp, off)
+        self._commit_unknown.update(new)
         if offsets:
             self._load(new)
             self.refresh_gates(force=True)
@@ -309,6 +307,7 @@ class GatingCore:
         if not tps:
             return
         self.calm.quiet = False
+        self._scope += 1
         unpause = [tp for tp in tps if tp in self._held and tp not in self._user_paused]
         if unpause:
             try:
@@ -319,6 +318,7 @@ class GatingCore:
             self._owned.discard(tp)
             self._held.discard(tp)
             self._init_commit.discard(tp)
+            self._commit_unknown.discard(tp)
             self.keeper.drop(tp)
         sources = self.keeper.sources()
         for tp in tps:
@@ -366,6 +366,9 @@ class GatingCore:
         """The application processed what earlier polls returned: announce
         crossed waits, refresh gates, commit if due."""
         waited = self.keeper.waited_on()
+        if waited and self._commit_unknown:
+            self._read_commits(waited)
+            waited = self.keeper.waited_on()
         if waited:
             new = self.positions(waited)
             crossed = []
@@ -373,12 +376,23 @@ class GatingCore:
                 st = self.parts[tp]
                 if self.keeper.crossed(tp, st.revoke_mark, off):
                     crossed.append(tp)
+                if st.processed != off:
+                    self._dirty = True
                 st.revoke_mark = st.processed = off
             if crossed and self._listener is not None:
                 self._listener.on_partition_key_maybe_revoked(self.port.partitions(sorted(crossed)))
             if crossed and self.opts.auto_commit:
                 self.commit_processed()
         self.maintain()
+
+    def _read_commits(self, waited: Iterable[TP]) -> None:
+        """Read the group's commit of partitions assigned at explicit offsets
+        that hand-off waits are kept for: waits it passed need nothing more
+        (one request per assignment)."""
+        want = [tp for tp in waited if tp in self._commit_unknown]
+        self._commit_unknown.clear()
+        if want:
+            self.committed(self.port.committed(want))
 
     def _settle_s(self) -> float:
         history = self.follower.history
@@ -409,12 +423,14 @@ class GatingCore:
             self._gate_offsets[topic] = upto
             if not since:  # first look at this topic: only what touches owned partitions
                 self._load([tp for tp in self._owned if tp[0] == topic])
+                self._dirty = True
                 continue
             new = [g for g in history.gates(topic, since) if g.offset < upto]
             if not new:
                 continue
             if hand_off is None:
                 hand_off = self._hand_off()
+            self._dirty = True
             mine = [g for g in new if (topic, g.partition) in self._owned]
             if mine:
                 self.keeper.add_gates(mine, now, hand_off)
@@ -439,7 +455,7 @@ class GatingCore:
             return
         now = time.monotonic()
         self.refresh_gates()
-        sources = self.keeper.sources()
+        sources = self.keeper.sources() if self.keeper.has_closed() else frozenset()
         if sources:
             unowned = [tp for tp in sources if tp not in self._owned]
             if unowned and now - self._committed_at >= self.opts.commit_interval / 2:
@@ -447,12 +463,19 @@ class GatingCore:
                     st = self._foreign_state(tp)
                     st.committed = max(st.committed, off)
                 self._committed_at = now
+                self._dirty = True
             if now - self._log_start_at >= _LOG_START_REFRESH_S:
                 for tp, off in self.offsets.start_offsets(sources).items():
                     (self.parts[tp] if tp in self._owned else self._foreign_state(tp)).log_start = off
                 self._log_start_at = now
+                self._dirty = True
+        if self._dirty:
+            # Work only when an input changed: new gates, commits, positions,
+            # log starts (the keeper then touches what moved).
+            self._dirty = False
             processed = {tp: self.processed(tp) for tp in sources}
-            for g in self.keeper.update(processed):
+            opened = self.keeper.update(processed)
+            for g in opened:
                 tp = (g.topic, g.partition)
                 if tp in self._owned:
                     local = {(g.topic, q): w for q, w in g.wait.items() if self._committed_of((g.topic, q)) < w}
@@ -462,15 +485,31 @@ class GatingCore:
                 limit = self.keeper.limit(tp)
                 if limit is None or limit > self.parts[tp].held:  # type: ignore[operator]
                     self.release(tp)
-            if self._foreign:
+            if self._foreign and opened:
                 left = self.keeper.sources()
                 for tp in [tp for tp in self._foreign if tp not in left]:
                     self._foreign.discard(tp)
                     del self.parts[tp]
+            if self.opts.gating and self.keeper.has_closed():
+                self._hold_at_positions()
         if self._init_commit:
             self._commit_initial()
         if self.opts.auto_commit and self._commit_due(now):
             self.commit_processed()
+
+    def _hold_at_positions(self) -> None:
+        """Hold owned partitions already at or past their first closed gate
+        (e.g. just assigned at a gated offset) before anything of them is
+        fetched and handed over for inspection."""
+        closed = [tp for tp in self.keeper.closed_partitions() if tp in self._owned and tp not in self._held]
+        if not closed:
+            return
+        at = self.positions(closed)
+        for tp in closed:
+            limit = self.keeper.limit(tp)
+            pos = at.get(tp)
+            if limit is not None and pos is not None and pos >= limit:
+                self.hold(tp, pos)
 
     def _foreign_state(self, tp: TP) -> PartitionState:
         st = self.parts.get(tp)
@@ -489,9 +528,9 @@ class GatingCore:
         view's freshness, or until an event needs work."""
         calm = self.calm
         gating = self.opts.gating
-        if (self._held or self._init_commit or self.keeper.waited_on()
-                or (gating and (self.keeper.closed_partitions() or (self._listener is not None
-                                                                     and self.keeper.watched())))):
+        keeper = self.keeper
+        if (self._held or self._init_commit or self._dirty or keeper.waited_on()
+                or (gating and (keeper.has_closed() or (self._listener is not None and keeper.has_announcements())))):
             calm.quiet = False
             return
         fresh = self.follower.fresh_until(self._delta) if gating else float("inf")
@@ -583,6 +622,7 @@ class GatingCore:
             st = self.parts.get(tp)
             if st is not None and off > st.committed:
                 st.committed = off
+                self._dirty = True
             self.keeper.prune_waits(tp, off)
         for tp in self._owned:
             st = self.parts[tp]
@@ -608,6 +648,7 @@ class GatingCore:
             st.held_since = time.monotonic()
             st.held_wall = time.time()
         self._held.add(tp)
+        self._scope += 1
         self.calm.quiet = False
         self.port.pause([tp])
         self.port.seek(tp, offset)
@@ -620,6 +661,7 @@ class GatingCore:
         """Undo :meth:`hold` (the one release path: gate opened, seek, rewind)."""
         st = self.parts[tp]
         self._held.discard(tp)
+        self._scope += 1
         st.held = None
         if st.held_since is not None:
             held_s = time.monotonic() - st.held_since
@@ -637,6 +679,7 @@ class GatingCore:
         if st is None or not st.owned:
             return
         self.calm.quiet = False
+        self._dirty = True
         if offset >= 0:
             st.position = st.processed = offset
         if tp in self._held:
@@ -665,11 +708,27 @@ class GatingCore:
         """Owned partitions whose records need a decision: a closed gate, a
         hold, or (with a listener) an opened gate not yet announced. Empty
         once this member's transitions are passed, so the adapters' fetch
-        path is then the same as on a topic that never changed."""
+        path is then the same as on a topic that never changed. (Cached
+        until the gates, holds or ownership change; do not modify.)"""
+        key = (self.keeper.changes, self._scope)
+        if self._watched[:2] == key:
+            return self._watched[2]
         if not self.opts.gating:
-            return set()
-        gated = self.keeper.watched() if self._listener is not None else self.keeper.closed_partitions()
-        return {tp for tp in gated if tp in self._owned} | self._held
+            out: Set[TP] = set()
+        else:
+            gated = self.keeper.watched() if self._listener is not None else self.keeper.closed_partitions()
+            out = {tp for tp in gated if tp in self._owned} | self._held
+        self._watched = (key[0], key[1], out)
+        return out
+
+    def to_inspect(self, watched: Set[TP]) -> Set[TP]:
+        """Of ``watched``, the partitions whose fetched records the adapter
+        must look at. A held partition's are not: the client was paused and
+        sought back when it was held, and a seek makes librdkafka and
+        kafka-python drop what they fetched before it (librdkafka's version
+        barrier; kafka-python stops handing out a paused partition), so
+        nothing of it arrives until it is released."""
+        return watched - self._held if self._held else watched
 
     def admit_run(self, tp: TP, count: int, offset_at: Callable[[int], int]) -> int:
         """Decide ``count`` fetched records of watched partition ``tp`` at
@@ -753,7 +812,7 @@ class GatingCore:
         )
 
     def has_closed_gates(self) -> bool:
-        return self.opts.gating and bool(self.keeper.closed_partitions())
+        return self.opts.gating and self.keeper.has_closed()
 
     def gate_status(self) -> List[GateStatus]:
         """Every partition with a closed gate: first held offset, the sources

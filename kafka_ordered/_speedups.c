@@ -836,6 +836,406 @@ static PyTypeObject FastProduceType = {
     .tp_new = fp_new,
 };
 
+/* ---- Method: a class attribute that calls a per-instance implementation ---
+ *
+ * Method(function, attr): placed in a class in place of `function` (a plain
+ * method, whose signature and docstring it shows through __wrapped__), it
+ * calls getattr(self, attr)(*args, **kwargs) -- for OrderedProducer.produce,
+ * the instance's FastProduce -- without a Python frame and without the
+ * instance-dictionary look-up that shadowing the method on each instance
+ * costs: as a method descriptor, `obj.method(...)` reaches vectorcall with
+ * self as the first argument. The last instance's implementation is cached,
+ * checked through a weak reference to that instance. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *function;
+    PyObject *attr;
+    PyObject *dict; /* __doc__, __name__, ... copied from function */
+    PyObject *cached_self_ref; /* weakref to the last instance, or NULL */
+    PyObject *cached_impl;
+} Method;
+
+static PyObject *
+method_impl(Method *self, PyObject *obj)
+{
+    PyObject *impl, *ref;
+    if (self->cached_self_ref != NULL && PyWeakref_GET_OBJECT(self->cached_self_ref) == obj)
+        return Py_NewRef(self->cached_impl);
+    impl = PyObject_GetAttr(obj, self->attr);
+    if (impl == NULL)
+        return NULL;
+    ref = PyWeakref_NewRef(obj, NULL);
+    if (ref == NULL) { /* not weakly referenceable: no cache */
+        PyErr_Clear();
+        return impl;
+    }
+    Py_XDECREF(self->cached_self_ref);
+    Py_XDECREF(self->cached_impl);
+    self->cached_self_ref = ref;
+    self->cached_impl = Py_NewRef(impl);
+    return impl;
+}
+
+static PyObject *
+method_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Method *self = (Method *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *impl, *res;
+    if (nargs < 1) {
+        PyErr_Format(PyExc_TypeError, "%R needs its instance as the first argument", self->function);
+        return NULL;
+    }
+    impl = method_impl(self, args[0]);
+    if (impl == NULL)
+        return NULL;
+    res = PyObject_Vectorcall(impl, args + 1, (size_t)(nargs - 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+    Py_DECREF(impl);
+    return res;
+}
+
+static PyObject *
+method_descr_get(PyObject *op, PyObject *obj, PyObject *type)
+{
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(op);
+    return method_impl((Method *)op, obj);
+}
+
+static PyObject *
+method_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"function", "attr", NULL};
+    PyObject *function, *attr, *fdict;
+    Method *self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OU:Method", kwlist, &function, &attr))
+        return NULL;
+    if (!PyCallable_Check(function)) {
+        PyErr_SetString(PyExc_TypeError, "function must be callable");
+        return NULL;
+    }
+    self = (Method *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = method_vectorcall;
+    self->function = Py_NewRef(function);
+    self->attr = Py_NewRef(attr);
+    PyUnicode_InternInPlace(&self->attr);
+    self->dict = PyDict_New();
+    if (self->dict == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    /* functools.update_wrapper's attributes, so help() and inspect see the method */
+    {
+        static const char *names[] = {"__module__", "__name__", "__qualname__", "__doc__", NULL};
+        int i;
+        for (i = 0; names[i] != NULL; i++) {
+            PyObject *v = PyObject_GetAttrString(function, names[i]);
+            if (v == NULL) {
+                PyErr_Clear();
+                continue;
+            }
+            if (PyDict_SetItemString(self->dict, names[i], v) < 0) {
+                Py_DECREF(v);
+                Py_DECREF(self);
+                return NULL;
+            }
+            Py_DECREF(v);
+        }
+        fdict = PyObject_GetAttrString(function, "__dict__");
+        if (fdict == NULL)
+            PyErr_Clear();
+        else {
+            if (PyDict_Check(fdict) && PyDict_Update(self->dict, fdict) < 0) {
+                Py_DECREF(fdict);
+                Py_DECREF(self);
+                return NULL;
+            }
+            Py_DECREF(fdict);
+        }
+        if (PyDict_SetItemString(self->dict, "__wrapped__", function) < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    return (PyObject *)self;
+}
+
+static int
+method_traverse(Method *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->function);
+    Py_VISIT(self->attr);
+    Py_VISIT(self->dict);
+    Py_VISIT(self->cached_self_ref);
+    Py_VISIT(self->cached_impl);
+    return 0;
+}
+
+static int
+method_clear(Method *self)
+{
+    Py_CLEAR(self->function);
+    Py_CLEAR(self->attr);
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->cached_self_ref);
+    Py_CLEAR(self->cached_impl);
+    return 0;
+}
+
+static void
+method_dealloc(Method *self)
+{
+    PyObject_GC_UnTrack(self);
+    method_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+method_repr(Method *self)
+{
+    return PyUnicode_FromFormat("<method %R through instance attribute %R>", self->function, self->attr);
+}
+
+static PyMemberDef method_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Method, vectorcall), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(Method, dict), READONLY, NULL},
+    {"attr", T_OBJECT_EX, offsetof(Method, attr), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject MethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafka_ordered._speedups.Method",
+    .tp_basicsize = sizeof(Method),
+    .tp_dealloc = (destructor)method_dealloc,
+    .tp_vectorcall_offset = offsetof(Method, vectorcall),
+    .tp_repr = (reprfunc)method_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "Method(function, attr)\n--\n\nA method calling getattr(self, attr) (see _speedups.c).",
+    .tp_traverse = (traverseproc)method_traverse,
+    .tp_clear = (inquiry)method_clear,
+    .tp_members = method_members,
+    .tp_descr_get = method_descr_get,
+    .tp_dictoffset = offsetof(Method, dict),
+    .tp_new = method_new,
+};
+
+/* ---- the consumer's fetch path -------------------------------------------- */
+
+/* time.monotonic(), in seconds: the clock the Python side computes deadlines
+ * with (before 3.13 only through CPython's internal _PyTime API). */
+static double
+monotonic_s(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyTime_t t;
+    if (PyTime_MonotonicRaw(&t) < 0)
+        return -1.0;
+    return PyTime_AsSecondsDouble(t);
+#else
+    return _PyTime_AsSecondsDouble(_PyTime_GetMonotonicClock());
+#endif
+}
+
+/* Calm: whether a consumer may skip its gating core for a while (see
+ * kafka_ordered._gating). quiet: nothing pending; until: deadline (monotonic
+ * seconds) before which a fetch may skip the core's per-poll work;
+ * fresh_until: deadline before which what was fetched may be returned
+ * untouched. */
+typedef struct {
+    PyObject_HEAD
+    char quiet;
+    double until;
+    double fresh_until;
+} Calm;
+
+static PyObject *
+calm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    Calm *self;
+    if (PyTuple_GET_SIZE(args) || (kwds != NULL && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "Calm() takes no arguments");
+        return NULL;
+    }
+    self = (Calm *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->quiet = 0;
+    self->until = self->fresh_until = -Py_HUGE_VAL;
+    return (PyObject *)self;
+}
+
+static PyObject *
+calm_get_quiet(Calm *self, void *closure)
+{
+    return PyBool_FromLong(self->quiet);
+}
+
+static int
+calm_set_quiet(Calm *self, PyObject *value, void *closure)
+{
+    int v;
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete quiet");
+        return -1;
+    }
+    v = PyObject_IsTrue(value);
+    if (v < 0)
+        return -1;
+    self->quiet = (char)v;
+    return 0;
+}
+
+static PyMemberDef calm_members[] = {
+    {"until", T_DOUBLE, offsetof(Calm, until), 0, "monotonic deadline for skipping the per-poll work"},
+    {"fresh_until", T_DOUBLE, offsetof(Calm, fresh_until), 0, "monotonic deadline for untouched fetches"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef calm_getset[] = {
+    {"quiet", (getter)calm_get_quiet, (setter)calm_set_quiet, "no gating work pending", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject CalmType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafka_ordered._speedups.Calm",
+    .tp_basicsize = sizeof(Calm),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Calm()\n--\n\nquiet, until, fresh_until (see kafka_ordered._gating.Calm).",
+    .tp_members = calm_members,
+    .tp_getset = calm_getset,
+    .tp_new = calm_new,
+};
+
+/* FastFetch(fetch, slow, after, calm): a consumer's poll/consume. While
+ * calm.quiet and before calm.until it calls fetch(...) with the arguments
+ * unchanged and returns the result untouched when it is empty (None, [] or
+ * {}) or when calm is still quiet and before calm.fresh_until afterwards;
+ * else it returns after(result). Otherwise slow(...) with the arguments
+ * unchanged. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *fetch;
+    PyObject *slow;
+    PyObject *after;
+    Calm *calm;
+} FastFetch;
+
+static int
+empty_result(PyObject *r)
+{
+    return r == Py_None || (PyList_CheckExact(r) && PyList_GET_SIZE(r) == 0) ||
+           (PyDict_CheckExact(r) && PyDict_GET_SIZE(r) == 0);
+}
+
+static PyObject *
+ff_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastFetch *self = (FastFetch *)op;
+    Calm *calm = self->calm;
+    PyObject *res, *out;
+    if (!calm->quiet || !(monotonic_s() < calm->until))
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    res = PyObject_Vectorcall(self->fetch, args, nargsf, kwnames);
+    if (res == NULL || empty_result(res))
+        return res;
+    if (calm->quiet && monotonic_s() < calm->fresh_until)
+        return res;
+    out = PyObject_CallOneArg(self->after, res);
+    Py_DECREF(res);
+    return out;
+}
+
+static PyObject *
+ff_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"fetch", "slow", "after", "calm", NULL};
+    PyObject *fetch, *slow, *after, *calm;
+    FastFetch *self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!:FastFetch", kwlist, &fetch, &slow, &after, &CalmType, &calm))
+        return NULL;
+    if (!PyCallable_Check(fetch) || !PyCallable_Check(slow) || !PyCallable_Check(after)) {
+        PyErr_SetString(PyExc_TypeError, "fetch, slow and after must be callable");
+        return NULL;
+    }
+    self = (FastFetch *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = ff_vectorcall;
+    self->fetch = Py_NewRef(fetch);
+    self->slow = Py_NewRef(slow);
+    self->after = Py_NewRef(after);
+    self->calm = (Calm *)Py_NewRef(calm);
+    return (PyObject *)self;
+}
+
+static int
+ff_traverse(FastFetch *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->fetch);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->after);
+    Py_VISIT(self->calm);
+    return 0;
+}
+
+static int
+ff_clear(FastFetch *self)
+{
+    Py_CLEAR(self->fetch);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->after);
+    Py_CLEAR(self->calm);
+    return 0;
+}
+
+static void
+ff_dealloc(FastFetch *self)
+{
+    PyObject_GC_UnTrack(self);
+    ff_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+ff_get_doc(FastFetch *self, void *closure)
+{
+    return PyObject_GetAttrString(self->slow, "__doc__");
+}
+
+static PyMemberDef ff_members[] = {
+    {"__wrapped__", T_OBJECT_EX, offsetof(FastFetch, slow), READONLY, NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(FastFetch, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef ff_getset[] = {
+    {"__doc__", (getter)ff_get_doc, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject FastFetchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafka_ordered._speedups.FastFetch",
+    .tp_basicsize = sizeof(FastFetch),
+    .tp_dealloc = (destructor)ff_dealloc,
+    .tp_vectorcall_offset = offsetof(FastFetch, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_traverse = (traverseproc)ff_traverse,
+    .tp_clear = (inquiry)ff_clear,
+    .tp_members = ff_members,
+    .tp_getset = ff_getset,
+    .tp_new = ff_new,
+};
+
 /* ---- module ------------------------------------------------------------ */
 
 static PyMethodDef module_methods[] = {
@@ -862,7 +1262,8 @@ PyInit__speedups(void)
     crc32_init();
     if (PyType_Ready(&LinearPartitionerType) < 0)
         return NULL;
-    if (PyType_Ready(&ProducerRouteType) < 0 || PyType_Ready(&FastProduceType) < 0)
+    if (PyType_Ready(&ProducerRouteType) < 0 || PyType_Ready(&FastProduceType) < 0 || PyType_Ready(&MethodType) < 0 ||
+        PyType_Ready(&CalmType) < 0 || PyType_Ready(&FastFetchType) < 0)
         return NULL;
     KW_TOPIC = PyUnicode_InternFromString("topic");
     KW_VALUE = PyUnicode_InternFromString("value");
@@ -884,7 +1285,10 @@ PyInit__speedups(void)
         return NULL;
     if (PyModule_AddObjectRef(m, "LinearPartitioner", (PyObject *)&LinearPartitionerType) < 0 ||
         PyModule_AddObjectRef(m, "ProducerRoute", (PyObject *)&ProducerRouteType) < 0 ||
-        PyModule_AddObjectRef(m, "FastProduce", (PyObject *)&FastProduceType) < 0) {
+        PyModule_AddObjectRef(m, "FastProduce", (PyObject *)&FastProduceType) < 0 ||
+        PyModule_AddObjectRef(m, "Method", (PyObject *)&MethodType) < 0 ||
+        PyModule_AddObjectRef(m, "Calm", (PyObject *)&CalmType) < 0 ||
+        PyModule_AddObjectRef(m, "FastFetch", (PyObject *)&FastFetchType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -22,15 +22,14 @@ import functools
 import logging
 import operator
 import time
-import types
 from itertools import compress
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from . import _log
-from ._fastpath import fast_produce
+from ._fastpath import fast_fetch, fast_produce, method
 from ._gating import GatingCore, GatingOptions
 from ._ports import TP
 from ._registering import RegisteringCore, RegistrationRecord
@@ -133,10 +132,8 @@ class OrderedProducer:
         self._core = RegisteringCore(self._port, shared, opts)
         self._raw_produce = self._producer.produce
         self._closed = False
-        # The per-record path, bound on the instance so that a call costs no
-        # Python frame when the C speed-ups are enabled (see produce()).
-        self.__dict__["produce"] = fast_produce(self._raw_produce, types.MethodType(OrderedProducer.produce, self),
-                                                self._core.routes)
+        # The per-record path (see produce()).
+        self._fast_produce = fast_produce(self._raw_produce, self._produce, self._core.routes)
 
     @property
     def producer(self) -> Producer:
@@ -175,10 +172,10 @@ class OrderedProducer:
                 headers: Any = None, *, callback: Optional[Callable[..., None]] = None) -> None:
         """Same as ``confluent_kafka.Producer.produce``; see the class docstring.
 
-        On an instance this name is bound to the per-record path
-        (:func:`kafka_ordered._fastpath.fast_produce`, C when the speed-ups are
-        enabled): same signature and behaviour, with every call it does not
-        send at once handed to this method."""
+        A call goes to the instance's per-record path first
+        (:func:`kafka_ordered._fastpath.fast_produce`, C when the speed-ups
+        are enabled), which sends the common case itself and hands every
+        other call, unchanged, to this method's body."""
         cb = on_delivery if on_delivery is not None else callback
         st = self._core.state(topic)
         if partition is None:
@@ -196,6 +193,10 @@ class OrderedProducer:
             kb = key if type(key) is bytes else key.encode("utf-8") if isinstance(key, str) else _as_bytes(key)
         self._core.retry(topic, st)
         self._core.route(topic, st, kb, (value, key, cb, timestamp, headers))
+
+    _produce = produce
+    if not TYPE_CHECKING:  # the method as written above, dispatched to the per-record path first
+        produce = method(produce, "_fast_produce")
 
     def produce_batch(self, topic: str, messages: List[Dict[str, Any]], partition: int = -1,
                       on_delivery: Optional[Callable[..., None]] = None,
@@ -304,7 +305,6 @@ _partition = Message.partition
 _topic = Message.topic
 _error = Message.error
 _is_none = functools.partial(operator.is_, None)
-_monotonic = time.monotonic
 
 
 class _ConsumerPort:
@@ -379,6 +379,9 @@ class OrderedConsumer:
                                 options)
         self._raw_poll = consumer.poll
         self._raw_consume = consumer.consume
+        calm = self._core.calm
+        self._fast_poll = fast_fetch(consumer.poll, self._poll, self._poll_fetched, calm)
+        self._fast_consume = fast_fetch(consumer.consume, self._consume_method, self._deliverable, calm)
         self._group_id = str(conf["group.id"])
         self._user_cbs: Dict[str, Optional[Callable[..., None]]] = {}
         self._closed = False
@@ -532,46 +535,48 @@ class OrderedConsumer:
     # -- consuming
 
     def poll(self, timeout: float = -1) -> Optional[Message]:
-        """``Consumer.poll``: the next deliverable message, or ``None``."""
-        calm = self._core.calm
-        if calm.quiet and _monotonic() < calm.until:
-            # Nothing to gate: the client's own poll, its message untouched.
-            m = self._raw_poll(timeout)
-            if m is None or (calm.quiet and _monotonic() < calm.fresh_until):
-                return m
-            got = self._deliverable([m])
-            return got[0] if got else None
+        """``Consumer.poll``: the next deliverable message, or ``None``.
+
+        A call goes to the instance's fetch path first
+        (:func:`kafka_ordered._fastpath.fast_fetch`): while this member has
+        no gating work pending it is the client's own ``poll``, message
+        untouched; otherwise this method's body runs."""
         msgs = self._consume(1, timeout)
         return msgs[0] if msgs else None
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> List[Message]:
-        """``Consumer.consume``: up to ``num_messages`` deliverable messages."""
-        calm = self._core.calm
-        if calm.quiet and _monotonic() < calm.until:
-            # Nothing to gate: the client's own batch, returned as it is.
-            raw = self._raw_consume(num_messages, timeout)
-            if not raw or (calm.quiet and _monotonic() < calm.fresh_until):
-                return raw
-            return self._deliverable(raw)
+        """``Consumer.consume``: up to ``num_messages`` deliverable messages
+        (the client's own list when nothing needs gating; see :meth:`poll`)."""
         return self._consume(num_messages, timeout)
+
+    def _poll_fetched(self, m: Message) -> Optional[Message]:
+        got = self._deliverable([m])
+        return got[0] if got else None
+
+    _poll = poll
+    _consume_method = consume
+    if not TYPE_CHECKING:  # the methods as written above, dispatched to the fetch path first
+        poll = method(poll, "_fast_poll")
+        consume = method(consume, "_fast_consume")
 
     def _consume(self, num: int, timeout: Optional[float]) -> List[Message]:
         core = self._core
-        deadline = None if timeout is None or timeout < 0 else _monotonic() + timeout
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         core.begin_poll()
         while True:
-            left = None if deadline is None else max(0.0, deadline - _monotonic())
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
             chunk = core.poll_chunk(left)
             raw = self._raw_consume(num, -1 if chunk is None else chunk)
             out = self._deliverable(raw) if raw else raw
-            if out or (deadline is not None and _monotonic() >= deadline):
+            if out or (deadline is not None and time.monotonic() >= deadline):
                 core.settle()
                 return out
             core.maintain()
 
     def _deliverable(self, raw: List[Message]) -> List[Message]:
         """What may be delivered of one fetched batch: the batch itself when no
-        partition it holds is watched; else each watched partition's run of
+        partition is watched (or only held ones, whose records librdkafka
+        drops after the hold's seek); else each watched partition's run of
         records is cut at its gate (by bisection on offsets)."""
         core = self._core
         try:
@@ -579,7 +584,10 @@ class OrderedConsumer:
             watched = core.watched()
             if not watched:
                 return raw
-            return self._cut(raw, watched)
+            inspect = core.to_inspect(watched)
+            if not inspect:
+                return raw
+            return self._cut(raw, inspect)
         except BaseException:
             # Nothing of this batch reaches the application: fetch it again.
             first: Dict[TP, int] = {}

@@ -204,6 +204,8 @@ class GateKeeper:
         #: Whether opened gates are remembered for :meth:`announce` (a member
         #: without a hand-off listener has nothing to announce).
         self.announcing = True
+        #: Counts changes of what :meth:`watched` returns (for callers' caches).
+        self.changes = 0
 
     # -- feeding
 
@@ -237,6 +239,7 @@ class GateKeeper:
                 self._to_open.append(gid)
             new.append(g)
         if new:
+            self.changes += 1
             self.add_waits(new, waits_for)
         return len(new)
 
@@ -273,6 +276,7 @@ class GateKeeper:
         self._floor.pop(tp, None)
         if self._waits.pop(tp, None) is not None:
             self._waited = frozenset(self._waits)
+        self.changes += 1
 
     def prune_waits(self, tp: TP, committed: int) -> None:
         """The group committed ``tp`` at ``committed``: waits at or below it
@@ -315,6 +319,14 @@ class GateKeeper:
     def sources(self) -> FrozenSet[TP]:
         """Every source partition a closed gate still waits on (unmet waits)."""
         return frozenset(src for src, live in self._live.items() if live[0] > 0)
+
+    def has_closed(self) -> bool:
+        """Whether any tracked gate is closed."""
+        return bool(self._gates)
+
+    def has_announcements(self) -> bool:
+        """Whether an opened gate waits for :meth:`announce`."""
+        return bool(self._opened)
 
     def waited_on(self) -> FrozenSet[TP]:
         """Every partition with a pending hand-off wait (see :meth:`add_waits`)."""
@@ -370,6 +382,8 @@ class GateKeeper:
                 if self.announcing and g.start >= self._floor.get(tp, -1):
                     bisect.insort(self._opened.setdefault(tp, []), g.start)
                 self._head(tp)
+            if opened:
+                self.changes += 1
         return opened
 
     def _head(self, tp: TP) -> Optional[_Entry]:
@@ -399,6 +413,7 @@ class GateKeeper:
         del starts[: bisect.bisect_right(starts, offset)]
         if not starts:
             del self._opened[tp]
+            self.changes += 1
         return True
 
     def next_announcement(self, tp: TP) -> Optional[int]:
@@ -415,6 +430,7 @@ class GateKeeper:
             del starts[: bisect.bisect_left(starts, position)]
             if not starts:
                 del self._opened[tp]
+                self.changes += 1
 
     def crossed(self, tp: TP, before: int, after: int) -> bool:
         """Whether moving source ``tp``'s processed offset from ``before`` to

@@ -335,3 +335,147 @@ def test_nothing_is_enqueued_under_an_old_layout_after_close(impl: str) -> None:
 def test_route_type_follows_the_speedups_switch() -> None:
     expected = C.ProducerRoute if _hashing._C is not None else _fastpath.PyProducerRoute
     assert _fastpath.ProducerRoute is expected
+
+
+# -- the class attribute that dispatches to the per-instance path
+
+
+def _method_impls() -> List[Any]:
+    out = [pytest.param(_fastpath.PyMethod, id="python")]
+    if C is not None:
+        out.append(pytest.param(C.Method, id="c"))
+    return out
+
+
+@pytest.mark.parametrize("make", _method_impls())
+def test_method_calls_each_instances_own_implementation(make: Any) -> None:
+    class Thing:
+        def __init__(self, name: str) -> None:
+            self._impl = lambda *a, **k: (name, a, k)
+
+        def act(self, x: int, y: int = 0) -> Any:
+            """Act on x."""
+            raise AssertionError("the per-instance implementation is called")
+
+        act = make(act, "_impl")
+
+    a, b = Thing("a"), Thing("b")
+    for _ in range(3):  # alternating instances: the cache never answers for the wrong one
+        assert a.act(1, y=2) == ("a", (1,), {"y": 2})
+        assert b.act(3) == ("b", (3,), {})
+    assert Thing.act(a, 5) == ("a", (5,), {})
+    assert a.act is a._impl and callable(b.act)
+    assert Thing.act.__doc__ == "Act on x." and Thing.act.__name__ == "act"
+    assert list(inspect.signature(Thing.act).parameters) == ["self", "x", "y"]
+    del a
+    c = Thing("c")  # may reuse a's memory: a dead instance's entry must not match
+    assert c.act(0) == ("c", (0,), {})
+
+
+def test_ordered_producer_produce_is_documented_and_typed_as_written() -> None:
+    sig = inspect.signature(OrderedProducer.produce)
+    assert list(sig.parameters) == ["self", "topic", "value", "key", "partition", "on_delivery", "timestamp",
+                                    "headers", "callback"]
+    assert "confluent_kafka.Producer.produce" in (OrderedProducer.produce.__doc__ or "")
+
+
+# -- the consumer's fetch path
+
+
+class _Falsy:
+    """Like a confluent Message with an empty value: its truth is False."""
+
+    def __len__(self) -> int:
+        return 0
+
+
+def _calm(impl: str) -> Any:
+    return C.Calm() if impl == "c" else _fastpath.PyCalm()
+
+
+def _fetch_path(impl: str, calm: Any, result: Any, calls: List[Any]) -> Callable[..., Any]:
+    def fetch(*a: Any, **k: Any) -> Any:
+        calls.append(("fetch", a, k))
+        return result
+
+    def slow(*a: Any, **k: Any) -> Any:
+        calls.append(("slow", a, k))
+        return "slow"
+
+    def after(got: Any) -> Any:
+        calls.append(("after", got))
+        return ("after", got)
+
+    if impl == "c":
+        return C.FastFetch(fetch, slow, after, calm)
+    return _fastpath.fast_fetch_py(fetch, slow, after, calm)
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+@pytest.mark.parametrize("until", ["past", "future"])
+@pytest.mark.parametrize("fresh", ["past", "future"])
+def test_c_and_python_fetch_paths_decide_alike(quiet: bool, until: str, fresh: str) -> None:
+    falsy = _Falsy()
+    results = [None, [], {}, ["m1", "m2"], {"tp": ["r"]}, falsy, "message"]
+    outcomes: Dict[str, List[Any]] = {}
+    for impl in [p.values[0] for p in _impls()]:
+        got = []
+        for result in results:
+            calm = _calm(impl)
+            now = time.monotonic()
+            calm.quiet = quiet
+            calm.until = now + 60 if until == "future" else now - 1
+            calm.fresh_until = now + 60 if fresh == "future" else now - 1
+            calls: List[Any] = []
+            path = _fetch_path(impl, calm, result, calls)
+            got.append((path(500, timeout=1.5), [(c[0],) + c[1:] for c in calls]))
+        outcomes[impl] = got
+    for impl, got in outcomes.items():
+        for result, (value, calls) in zip(results, got):
+            if not quiet or until == "past":
+                assert calls == [("slow", (500,), {"timeout": 1.5})] and value == "slow", impl
+            else:
+                assert calls[0] == ("fetch", (500,), {"timeout": 1.5}), impl
+                empty = result is None or result == [] or result == {}
+                if empty or fresh == "future":
+                    assert value is result and len(calls) == 1, (impl, result)
+                else:
+                    assert value == ("after", result) and calls[1] == ("after", result), (impl, result)
+    if "c" in outcomes:
+        assert outcomes["c"] == outcomes["python"]
+
+
+@pytest.mark.parametrize("impl", _impls())
+def test_fetch_path_sees_the_calm_end_during_the_fetch(impl: str) -> None:
+    """An event during the fetch (a rebalance callback, new layout records)
+    ends the calm: what was fetched goes to ``after``."""
+    calm = _calm(impl)
+    calm.quiet, calm.until, calm.fresh_until = True, time.monotonic() + 60, time.monotonic() + 60
+    calls: List[Any] = []
+
+    def fetch(*a: Any) -> List[str]:
+        calm.quiet = False
+        return ["m"]
+
+    path = C.FastFetch(fetch, lambda *a: "slow", lambda got: ("after", got), calm) if impl == "c" else \
+        _fastpath.fast_fetch_py(fetch, lambda *a: "slow", lambda got: ("after", got), calm)
+    assert path(1) == ("after", ["m"])
+    assert path(1) == "slow"
+
+
+@pytest.mark.parametrize("impl", _impls())
+def test_fetch_path_errors_propagate(impl: str) -> None:
+    calm = _calm(impl)
+    calm.quiet, calm.until, calm.fresh_until = True, time.monotonic() + 60, time.monotonic() + 60
+
+    def fetch(*a: Any) -> Any:
+        raise KeyError("client error")
+
+    path = C.FastFetch(fetch, print, print, calm) if impl == "c" else _fastpath.fast_fetch_py(fetch, print, print, calm)
+    with pytest.raises(KeyError, match="client error"):
+        path(1)
+
+
+def test_calm_type_follows_the_speedups_switch() -> None:
+    expected = C.Calm if _hashing._C is not None else _fastpath.PyCalm
+    assert _fastpath.Calm is expected
