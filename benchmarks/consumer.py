@@ -9,8 +9,9 @@
    at the group's committed offsets and reads the new records; timed from
    ``assign`` to the last record, with ``consume(500)`` and, separately,
    with ``poll()``. The raw consumer is configured the same way
-   (``enable.auto.commit=false``, ``fetch.queue.backoff.ms`` equal in
-   both, see _common.FETCH_QUEUE_BACKOFF_MS).
+   (``enable.auto.commit=false``; ``enable.auto.offset.store=false``, which
+   the wrapper always sets on its inner consumer; ``fetch.queue.backoff.ms``
+   equal in both, see _common.FETCH_QUEUE_BACKOFF_MS).
 2. While a gate is closed on another partition the consumer owns: a topic
    expanded 4 -> 5, so partition 4 has a gate waiting on partition 0,
    which this group never processes. The ordered consumer owns partitions
@@ -35,7 +36,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_ordered import LayoutAdmin, OrderedConsumer, OrderedProducer
 
-COMMON = {"enable.auto.commit": False, "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS}
+# The same librdkafka work in both arms: OrderedConsumer always runs its
+# inner consumer with enable.auto.offset.store=false (it stores offsets itself).
+COMMON = {"enable.auto.commit": False, "enable.auto.offset.store": False,
+          "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS}
 
 
 def drain_consume(c: Any, n: int, began: float) -> float:

@@ -32,12 +32,13 @@ to ``slow``.
 Consumer
 --------
 A :data:`Calm` says whether a consumer may skip its gating core for a while
-(see :class:`kafka_ordered._gating.GatingCore`). :func:`fast_fetch` builds a
-consumer's ``poll``/``consume``: while ``calm.quiet`` and before
-``calm.until`` it calls the client's own fetch with the arguments unchanged
-and returns what it got untouched when that is empty, or when the calm still
-holds and it is before ``calm.fresh_until``; else ``after(result)`` decides
-it. Otherwise the call goes to ``slow``.
+(see :class:`kafka_ordered._gating.GatingCore`): ``quiet`` and a deadline
+``until``. :func:`fast_fetch` builds a consumer's ``poll``/``consume``:
+while ``calm.quiet`` it calls the client's own fetch with the arguments
+unchanged and, reading the clock once, returns what it got untouched before
+``calm.until``; past it, an empty result after ``idle()`` (the per-poll
+work, safe with nothing in hand) and any other through ``after(result)``.
+Without the calm the call goes to ``slow``.
 
 :func:`method` puts either path on the class, so that ``obj.produce(...)``
 costs no Python frame.
@@ -180,12 +181,11 @@ def method(function: Callable[..., Any], attr: str) -> Any:
 class PyCalm:
     """Pure-Python :data:`Calm`."""
 
-    __slots__ = ("quiet", "until", "fresh_until")
+    __slots__ = ("quiet", "until")
 
     def __init__(self) -> None:
         self.quiet = False
         self.until = float("-inf")
-        self.fresh_until = float("-inf")
 
 
 _CONTAINERS = (list, dict)
@@ -195,19 +195,21 @@ Calm: Any = _hashing._C.Calm if _hashing._C is not None else PyCalm
 
 
 def fast_fetch_py(fetch: Callable[..., Any], slow: Callable[..., Any], after: Callable[[Any], Any],
-                  calm: Any) -> Callable[..., Any]:
+                  idle: Callable[[], Any], calm: Any) -> Callable[..., Any]:
     """The pure-Python fetch path (see the module docstring)."""
     monotonic = time.monotonic
 
     def fetch_fast(*args: Any, **kwargs: Any) -> Any:
+        if not calm.quiet:
+            return slow(*args, **kwargs)
+        got = fetch(*args, **kwargs)
         if calm.quiet and monotonic() < calm.until:
-            got = fetch(*args, **kwargs)
-            # (a Message's truth is its value's length: test for None and empty containers only)
-            if got is None or (got.__class__ in _CONTAINERS and not got) or \
-                    (calm.quiet and monotonic() < calm.fresh_until):
-                return got
-            return after(got)
-        return slow(*args, **kwargs)
+            return got
+        # (a Message's truth is its value's length: test for None and empty containers only)
+        if got is None or (got.__class__ in _CONTAINERS and not got):
+            idle()
+            return got
+        return after(got)
 
     fetch_fast.__wrapped__ = slow  # type: ignore[attr-defined]
     fetch_fast.__doc__ = slow.__doc__
@@ -215,10 +217,9 @@ def fast_fetch_py(fetch: Callable[..., Any], slow: Callable[..., Any], after: Ca
 
 
 def fast_fetch(fetch: Callable[..., Any], slow: Callable[..., Any], after: Callable[[Any], Any],
-               calm: Any) -> Callable[..., Any]:
+               idle: Callable[[], Any], calm: Any) -> Callable[..., Any]:
     """A consumer's ``poll``/``consume`` over ``calm`` (a :data:`Calm`): the C
     ``FastFetch`` when the speed-ups are enabled, else :func:`fast_fetch_py`."""
     if _hashing._C is not None:
-        return _hashing._C.FastFetch(fetch, slow, after, calm)  # type: ignore[no-any-return]
-    return fast_fetch_py(fetch, slow, after, calm)
-
+        return _hashing._C.FastFetch(fetch, slow, after, idle, calm)  # type: ignore[no-any-return]
+    return fast_fetch_py(fetch, slow, after, idle, calm)

@@ -158,10 +158,10 @@ class GatingCore:
         self._delta = DEFAULT_SETTLE_MS / 1000.0
         #: Whether the adapters may skip this core for a while: ``quiet`` (no
         #: gating work pending; set only by :meth:`settle`, cleared by any
-        #: event that may need work), ``until`` (monotonic: the next
-        #: auto-commit or the end of the view's freshness) before which a poll
-        #: may fetch without :meth:`begin_poll`, and ``fresh_until``, before
-        #: which what it fetched may be returned untouched.
+        #: event that may need work) and ``until`` (monotonic: the next
+        #: auto-commit or the end of the view's freshness, whichever comes
+        #: first), before which a fetch may be returned untouched without
+        #: :meth:`begin_poll` (see :func:`kafka_ordered._fastpath.fast_fetch`).
         self.calm: Any = Calm()
         self.last_commit = time.monotonic()
         self.records_held_back = 0
@@ -535,11 +535,23 @@ class GatingCore:
             return
         fresh = self.follower.fresh_until(self._delta) if gating else float("inf")
         due = self.last_commit + self.opts.auto_commit_interval if self.opts.auto_commit else float("inf")
-        calm.fresh_until = fresh
         calm.until = min(fresh, due)
         calm.quiet = True
         if self.follower.history.version != self._seen_version:  # applied meanwhile: look first
             calm.quiet = False
+
+    def idle(self) -> None:
+        """A fetch of the fast path came back empty past the calm's deadline:
+        the per-poll work (nothing is in hand), then :meth:`settle`."""
+        self.begin_poll()
+        self.settle()
+
+    def fetched_late(self) -> None:
+        """A fetch of the fast path brought records past the calm's deadline:
+        they are decided as usual; the per-poll work (commits of records
+        returned before) waits for the next poll, which the end of the calm
+        sends through :meth:`begin_poll`."""
+        self.calm.quiet = False
 
     def poll_chunk(self, left: Optional[float]) -> Optional[float]:
         """How long one client fetch may wait inside a poll of ``left`` seconds

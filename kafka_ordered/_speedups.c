@@ -1043,15 +1043,13 @@ monotonic_s(void)
 }
 
 /* Calm: whether a consumer may skip its gating core for a while (see
- * kafka_ordered._gating). quiet: nothing pending; until: deadline (monotonic
- * seconds) before which a fetch may skip the core's per-poll work;
- * fresh_until: deadline before which what was fetched may be returned
- * untouched. */
+ * kafka_ordered._gating). quiet: nothing pending; until: the deadline
+ * (monotonic seconds: the next auto-commit, the end of the layout view's
+ * freshness) before which a fetch may be returned untouched. */
 typedef struct {
     PyObject_HEAD
     char quiet;
     double until;
-    double fresh_until;
 } Calm;
 
 static PyObject *
@@ -1066,7 +1064,7 @@ calm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (self == NULL)
         return NULL;
     self->quiet = 0;
-    self->until = self->fresh_until = -Py_HUGE_VAL;
+    self->until = -Py_HUGE_VAL;
     return (PyObject *)self;
 }
 
@@ -1092,8 +1090,7 @@ calm_set_quiet(Calm *self, PyObject *value, void *closure)
 }
 
 static PyMemberDef calm_members[] = {
-    {"until", T_DOUBLE, offsetof(Calm, until), 0, "monotonic deadline for skipping the per-poll work"},
-    {"fresh_until", T_DOUBLE, offsetof(Calm, fresh_until), 0, "monotonic deadline for untouched fetches"},
+    {"until", T_DOUBLE, offsetof(Calm, until), 0, "monotonic deadline for returning fetches untouched"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1107,24 +1104,25 @@ static PyTypeObject CalmType = {
     .tp_name = "kafka_ordered._speedups.Calm",
     .tp_basicsize = sizeof(Calm),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Calm()\n--\n\nquiet, until, fresh_until (see kafka_ordered._gating.Calm).",
+    .tp_doc = "Calm()\n--\n\nquiet, until (see kafka_ordered._fastpath).",
     .tp_members = calm_members,
     .tp_getset = calm_getset,
     .tp_new = calm_new,
 };
 
-/* FastFetch(fetch, slow, after, calm): a consumer's poll/consume. While
- * calm.quiet and before calm.until it calls fetch(...) with the arguments
- * unchanged and returns the result untouched when it is empty (None, [] or
- * {}) or when calm is still quiet and before calm.fresh_until afterwards;
- * else it returns after(result). Otherwise slow(...) with the arguments
- * unchanged. */
+/* FastFetch(fetch, slow, after, idle, calm): a consumer's poll/consume.
+ * Unless calm.quiet: slow(...) with the arguments unchanged. Else fetch(...)
+ * with them, then, reading the clock once: before calm.until (and still
+ * quiet) the result is returned untouched; past it an empty result (None,
+ * [] or {}) is returned after idle() (the per-poll work, nothing being in
+ * hand), any other goes through after(result). */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *fetch;
     PyObject *slow;
     PyObject *after;
+    PyObject *idle;
     Calm *calm;
 } FastFetch;
 
@@ -1141,13 +1139,22 @@ ff_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwna
     FastFetch *self = (FastFetch *)op;
     Calm *calm = self->calm;
     PyObject *res, *out;
-    if (!calm->quiet || !(monotonic_s() < calm->until))
+    if (!calm->quiet)
         return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
     res = PyObject_Vectorcall(self->fetch, args, nargsf, kwnames);
-    if (res == NULL || empty_result(res))
+    if (res == NULL)
+        return NULL;
+    if (calm->quiet && monotonic_s() < calm->until)
         return res;
-    if (calm->quiet && monotonic_s() < calm->fresh_until)
+    if (empty_result(res)) {
+        out = PyObject_CallNoArgs(self->idle);
+        if (out == NULL) {
+            Py_DECREF(res);
+            return NULL;
+        }
+        Py_DECREF(out);
         return res;
+    }
     out = PyObject_CallOneArg(self->after, res);
     Py_DECREF(res);
     return out;
@@ -1156,13 +1163,14 @@ ff_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwna
 static PyObject *
 ff_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"fetch", "slow", "after", "calm", NULL};
-    PyObject *fetch, *slow, *after, *calm;
+    static char *kwlist[] = {"fetch", "slow", "after", "idle", "calm", NULL};
+    PyObject *fetch, *slow, *after, *idle, *calm;
     FastFetch *self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!:FastFetch", kwlist, &fetch, &slow, &after, &CalmType, &calm))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO!:FastFetch", kwlist, &fetch, &slow, &after, &idle,
+                                     &CalmType, &calm))
         return NULL;
-    if (!PyCallable_Check(fetch) || !PyCallable_Check(slow) || !PyCallable_Check(after)) {
-        PyErr_SetString(PyExc_TypeError, "fetch, slow and after must be callable");
+    if (!PyCallable_Check(fetch) || !PyCallable_Check(slow) || !PyCallable_Check(after) || !PyCallable_Check(idle)) {
+        PyErr_SetString(PyExc_TypeError, "fetch, slow, after and idle must be callable");
         return NULL;
     }
     self = (FastFetch *)type->tp_alloc(type, 0);
@@ -1172,6 +1180,7 @@ ff_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->fetch = Py_NewRef(fetch);
     self->slow = Py_NewRef(slow);
     self->after = Py_NewRef(after);
+    self->idle = Py_NewRef(idle);
     self->calm = (Calm *)Py_NewRef(calm);
     return (PyObject *)self;
 }
@@ -1182,6 +1191,7 @@ ff_traverse(FastFetch *self, visitproc visit, void *arg)
     Py_VISIT(self->fetch);
     Py_VISIT(self->slow);
     Py_VISIT(self->after);
+    Py_VISIT(self->idle);
     Py_VISIT(self->calm);
     return 0;
 }
@@ -1192,6 +1202,7 @@ ff_clear(FastFetch *self)
     Py_CLEAR(self->fetch);
     Py_CLEAR(self->slow);
     Py_CLEAR(self->after);
+    Py_CLEAR(self->idle);
     Py_CLEAR(self->calm);
     return 0;
 }

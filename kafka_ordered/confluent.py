@@ -380,8 +380,9 @@ class OrderedConsumer:
         self._raw_poll = consumer.poll
         self._raw_consume = consumer.consume
         calm = self._core.calm
-        self._fast_poll = fast_fetch(consumer.poll, self._poll, self._poll_fetched, calm)
-        self._fast_consume = fast_fetch(consumer.consume, self._consume_method, self._deliverable, calm)
+        self._fast_poll = fast_fetch(consumer.poll, self._poll, self._poll_fetched, self._core.idle, calm)
+        self._fast_consume = fast_fetch(consumer.consume, self._consume_method, self._consume_fetched,
+                                        self._core.idle, calm)
         self._group_id = str(conf["group.id"])
         self._user_cbs: Dict[str, Optional[Callable[..., None]]] = {}
         self._closed = False
@@ -550,8 +551,13 @@ class OrderedConsumer:
         return self._consume(num_messages, timeout)
 
     def _poll_fetched(self, m: Message) -> Optional[Message]:
+        self._core.fetched_late()
         got = self._deliverable([m])
         return got[0] if got else None
+
+    def _consume_fetched(self, raw: List[Message]) -> List[Message]:
+        self._core.fetched_late()
+        return self._deliverable(raw)
 
     _poll = poll
     _consume_method = consume

@@ -278,11 +278,16 @@ class OrderedKafkaConsumer:
             raise ValueError("Timeout must not be negative")
         core = self._core
         calm = core.calm
-        if calm.quiet and time.monotonic() < calm.until:
-            # Nothing to gate: the client's own poll, its records untouched.
+        if calm.quiet:
+            # Nothing to gate: the client's own poll, its records untouched
+            # until the calm's deadline (see kafka_ordered._fastpath.fast_fetch).
             raw = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records, update_offsets=update_offsets)
-            if not raw or (calm.quiet and time.monotonic() < calm.fresh_until):
+            if calm.quiet and time.monotonic() < calm.until:
                 return raw
+            if not raw:
+                core.idle()
+                return raw
+            core.fetched_late()
             return self._take(raw, {})
         if max_records is None:
             max_records = self._consumer.config["max_poll_records"]

@@ -406,15 +406,17 @@ def _fetch_path(impl: str, calm: Any, result: Any, calls: List[Any]) -> Callable
         calls.append(("after", got))
         return ("after", got)
 
+    def idle() -> None:
+        calls.append(("idle",))
+
     if impl == "c":
-        return C.FastFetch(fetch, slow, after, calm)
-    return _fastpath.fast_fetch_py(fetch, slow, after, calm)
+        return C.FastFetch(fetch, slow, after, idle, calm)
+    return _fastpath.fast_fetch_py(fetch, slow, after, idle, calm)
 
 
 @pytest.mark.parametrize("quiet", [False, True])
 @pytest.mark.parametrize("until", ["past", "future"])
-@pytest.mark.parametrize("fresh", ["past", "future"])
-def test_c_and_python_fetch_paths_decide_alike(quiet: bool, until: str, fresh: str) -> None:
+def test_c_and_python_fetch_paths_decide_alike(quiet: bool, until: str) -> None:
     falsy = _Falsy()
     results = [None, [], {}, ["m1", "m2"], {"tp": ["r"]}, falsy, "message"]
     outcomes: Dict[str, List[Any]] = {}
@@ -425,22 +427,23 @@ def test_c_and_python_fetch_paths_decide_alike(quiet: bool, until: str, fresh: s
             now = time.monotonic()
             calm.quiet = quiet
             calm.until = now + 60 if until == "future" else now - 1
-            calm.fresh_until = now + 60 if fresh == "future" else now - 1
             calls: List[Any] = []
             path = _fetch_path(impl, calm, result, calls)
             got.append((path(500, timeout=1.5), [(c[0],) + c[1:] for c in calls]))
         outcomes[impl] = got
     for impl, got in outcomes.items():
         for result, (value, calls) in zip(results, got):
-            if not quiet or until == "past":
+            if not quiet:
                 assert calls == [("slow", (500,), {"timeout": 1.5})] and value == "slow", impl
+                continue
+            assert calls[0] == ("fetch", (500,), {"timeout": 1.5}), impl
+            empty = result is None or result == [] or result == {}
+            if until == "future":
+                assert value is result and len(calls) == 1, (impl, result)
+            elif empty:  # nothing in hand: the per-poll work runs, the empty result is returned
+                assert value is result and calls[1:] == [("idle",)], (impl, result)
             else:
-                assert calls[0] == ("fetch", (500,), {"timeout": 1.5}), impl
-                empty = result is None or result == [] or result == {}
-                if empty or fresh == "future":
-                    assert value is result and len(calls) == 1, (impl, result)
-                else:
-                    assert value == ("after", result) and calls[1] == ("after", result), (impl, result)
+                assert value == ("after", result) and calls[1:] == [("after", result)], (impl, result)
     if "c" in outcomes:
         assert outcomes["c"] == outcomes["python"]
 
@@ -450,15 +453,17 @@ def test_fetch_path_sees_the_calm_end_during_the_fetch(impl: str) -> None:
     """An event during the fetch (a rebalance callback, new layout records)
     ends the calm: what was fetched goes to ``after``."""
     calm = _calm(impl)
-    calm.quiet, calm.until, calm.fresh_until = True, time.monotonic() + 60, time.monotonic() + 60
-    calls: List[Any] = []
+    calm.quiet, calm.until = True, time.monotonic() + 60
 
     def fetch(*a: Any) -> List[str]:
         calm.quiet = False
         return ["m"]
 
-    path = C.FastFetch(fetch, lambda *a: "slow", lambda got: ("after", got), calm) if impl == "c" else \
-        _fastpath.fast_fetch_py(fetch, lambda *a: "slow", lambda got: ("after", got), calm)
+    def after(got: Any) -> Any:
+        return ("after", got)
+
+    path = C.FastFetch(fetch, lambda *a: "slow", after, print, calm) if impl == "c" else \
+        _fastpath.fast_fetch_py(fetch, lambda *a: "slow", after, print, calm)
     assert path(1) == ("after", ["m"])
     assert path(1) == "slow"
 
@@ -466,12 +471,13 @@ def test_fetch_path_sees_the_calm_end_during_the_fetch(impl: str) -> None:
 @pytest.mark.parametrize("impl", _impls())
 def test_fetch_path_errors_propagate(impl: str) -> None:
     calm = _calm(impl)
-    calm.quiet, calm.until, calm.fresh_until = True, time.monotonic() + 60, time.monotonic() + 60
+    calm.quiet, calm.until = True, time.monotonic() + 60
 
     def fetch(*a: Any) -> Any:
         raise KeyError("client error")
 
-    path = C.FastFetch(fetch, print, print, calm) if impl == "c" else _fastpath.fast_fetch_py(fetch, print, print, calm)
+    path = C.FastFetch(fetch, print, print, print, calm) if impl == "c" else \
+        _fastpath.fast_fetch_py(fetch, print, print, print, calm)
     with pytest.raises(KeyError, match="client error"):
         path(1)
 
