@@ -53,9 +53,11 @@ typecheck: $(VENV)/.full
 	$(PY) -m pip install --quiet 'mypy>=1.10'
 	$(PY) -m mypy kafka_ordered --ignore-missing-imports
 
-## make bench: every benchmark (prints BENCH lines)
+## make bench: every benchmark (paired rounds against the raw clients), then a summary table
+## of their BENCH lines (BENCH_ARGS=--markdown for the README's table)
+BENCH_ARGS ?=
 bench: $(VENV)/.full
-	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+	SPARK_LOCAL_IP=127.0.0.1 $(PY) benchmarks/_summary.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info kafka_ordered/_speedups*.so kafka_ordered/_speedups*.pyd .pytest_cache .hypothesis spark-warehouse

@@ -1,6 +1,6 @@
 """OrderedProducer.produce vs the raw confluent-kafka Producer.produce, paired.
 
-    python benchmarks/producer.py [--records 200000] [--rounds 9] [--switches 10]
+    python benchmarks/producer.py [--records 300000] [--rounds 7] [--switches 10]
 
 Baseline: ``Producer.produce(topic, value, key)`` as its users call it, with
 librdkafka's own partitioner (``partitioner=murmur2_random``, Kafka's Java
@@ -41,9 +41,9 @@ SETTINGS = {"linger.ms": 5, "acks": "all", "enable.idempotence": True,
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--records", type=int, default=300_000)
     ap.add_argument("--keys", type=int, default=10_000)
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--switches", type=int, default=10)
     a = ap.parse_args()
     print(machine())
