@@ -18,6 +18,9 @@
 
 #define MASK31 0x7fffffffu
 
+/* The interface kafka_ordered._hashing checks (_hashing.SPEEDUPS_API). */
+#define SPEEDUPS_API 2
+
 /* Little-endian 32-bit load from any alignment; compilers turn this into a
  * single load on little-endian machines. */
 static inline uint32_t
@@ -1294,6 +1297,12 @@ PyInit__speedups(void)
     m = PyModule_Create(&speedups_module);
     if (m == NULL)
         return NULL;
+    /* Bumped whenever kafka_ordered needs something this module did not
+     * have: a stale build is then refused (kafka_ordered._hashing). */
+    if (PyModule_AddIntConstant(m, "API", SPEEDUPS_API) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     if (PyModule_AddObjectRef(m, "LinearPartitioner", (PyObject *)&LinearPartitionerType) < 0 ||
         PyModule_AddObjectRef(m, "ProducerRoute", (PyObject *)&ProducerRouteType) < 0 ||
         PyModule_AddObjectRef(m, "FastProduce", (PyObject *)&FastProduceType) < 0 ||
