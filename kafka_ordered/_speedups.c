@@ -594,6 +594,7 @@ typedef struct {
      * pass the same str object over and over. A route is never replaced in
      * `routes` once set (the core creates it with the topic's state). */
     PyObject *last_topic, *last_route;
+    PyObject *weakrefs;
 } FastProduce;
 
 static PyObject *KW_TOPIC, *KW_VALUE, *KW_KEY, *KW_ON_DELIVERY, *KW_CALLBACK, *KW_PARTITION, *KW_TIMESTAMP, *KW_HEADERS;
@@ -801,6 +802,8 @@ static void
 fp_dealloc(FastProduce *self)
 {
     PyObject_GC_UnTrack(self);
+    if (self->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
     fp_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -830,6 +833,7 @@ static PyTypeObject FastProduceType = {
     .tp_basicsize = sizeof(FastProduce),
     .tp_dealloc = (destructor)fp_dealloc,
     .tp_vectorcall_offset = offsetof(FastProduce, vectorcall),
+    .tp_weaklistoffset = offsetof(FastProduce, weakrefs),
     .tp_call = PyVectorcall_Call,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_traverse = (traverseproc)fp_traverse,
@@ -845,38 +849,61 @@ static PyTypeObject FastProduceType = {
  * method, whose signature and docstring it shows through __wrapped__), it
  * calls getattr(self, attr)(*args, **kwargs) -- for OrderedProducer.produce,
  * the instance's FastProduce -- without a Python frame and without the
- * instance-dictionary look-up that shadowing the method on each instance
- * costs: as a method descriptor, `obj.method(...)` reaches vectorcall with
- * self as the first argument. The last instance's implementation is cached,
- * checked through a weak reference to that instance. */
+ * interpreter's slow path for an attribute that shadows a method on each
+ * instance: as a method descriptor, `obj.method(...)` reaches vectorcall
+ * with self as the first argument. The last instance's implementation is
+ * remembered (weakly), so `attr` must not be rebound on an instance after
+ * its first call. */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *function;
     PyObject *attr;
     PyObject *dict; /* __doc__, __name__, ... copied from function */
-    PyObject *cached_self_ref; /* weakref to the last instance, or NULL */
-    PyObject *cached_impl;
+    /* The last instance and its implementation, both held weakly (the
+     * implementation refers back to the instance: a strong reference here
+     * would keep the last instance, and its client, alive). */
+    PyObject *cached_obj_ref;
+    PyObject *cached_impl_ref;
 } Method;
+
+/* The object a weak reference points to (borrowed), or NULL when dead. */
+static PyObject *
+weak_target(PyObject *ref)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *obj = NULL;
+    if (PyWeakref_GetRef(ref, &obj) <= 0)
+        return NULL;
+    Py_DECREF(obj); /* still referenced by the caller's frame */
+    return obj;
+#else
+    PyObject *obj = PyWeakref_GET_OBJECT(ref);
+    return obj == Py_None ? NULL : obj;
+#endif
+}
 
 static PyObject *
 method_impl(Method *self, PyObject *obj)
 {
-    PyObject *impl, *ref;
-    if (self->cached_self_ref != NULL && PyWeakref_GET_OBJECT(self->cached_self_ref) == obj)
-        return Py_NewRef(self->cached_impl);
+    PyObject *impl, *obj_ref, *impl_ref;
+    if (self->cached_obj_ref != NULL && weak_target(self->cached_obj_ref) == obj) {
+        impl = weak_target(self->cached_impl_ref);
+        if (impl != NULL)
+            return Py_NewRef(impl);
+    }
     impl = PyObject_GetAttr(obj, self->attr);
     if (impl == NULL)
         return NULL;
-    ref = PyWeakref_NewRef(obj, NULL);
-    if (ref == NULL) { /* not weakly referenceable: no cache */
+    obj_ref = PyWeakref_NewRef(obj, NULL);
+    impl_ref = obj_ref == NULL ? NULL : PyWeakref_NewRef(impl, NULL);
+    if (impl_ref == NULL) { /* not weakly referenceable: no cache */
         PyErr_Clear();
+        Py_XDECREF(obj_ref);
         return impl;
     }
-    Py_XDECREF(self->cached_self_ref);
-    Py_XDECREF(self->cached_impl);
-    self->cached_self_ref = ref;
-    self->cached_impl = Py_NewRef(impl);
+    Py_XSETREF(self->cached_obj_ref, obj_ref);
+    Py_XSETREF(self->cached_impl_ref, impl_ref);
     return impl;
 }
 
@@ -972,8 +999,8 @@ method_traverse(Method *self, visitproc visit, void *arg)
     Py_VISIT(self->function);
     Py_VISIT(self->attr);
     Py_VISIT(self->dict);
-    Py_VISIT(self->cached_self_ref);
-    Py_VISIT(self->cached_impl);
+    Py_VISIT(self->cached_obj_ref);
+    Py_VISIT(self->cached_impl_ref);
     return 0;
 }
 
@@ -983,8 +1010,8 @@ method_clear(Method *self)
     Py_CLEAR(self->function);
     Py_CLEAR(self->attr);
     Py_CLEAR(self->dict);
-    Py_CLEAR(self->cached_self_ref);
-    Py_CLEAR(self->cached_impl);
+    Py_CLEAR(self->cached_obj_ref);
+    Py_CLEAR(self->cached_impl_ref);
     return 0;
 }
 
@@ -1127,6 +1154,7 @@ typedef struct {
     PyObject *after;
     PyObject *idle;
     Calm *calm;
+    PyObject *weakrefs;
 } FastFetch;
 
 static int
@@ -1214,6 +1242,8 @@ static void
 ff_dealloc(FastFetch *self)
 {
     PyObject_GC_UnTrack(self);
+    if (self->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
     ff_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1241,6 +1271,7 @@ static PyTypeObject FastFetchType = {
     .tp_basicsize = sizeof(FastFetch),
     .tp_dealloc = (destructor)ff_dealloc,
     .tp_vectorcall_offset = offsetof(FastFetch, vectorcall),
+    .tp_weaklistoffset = offsetof(FastFetch, weakrefs),
     .tp_call = PyVectorcall_Call,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_traverse = (traverseproc)ff_traverse,

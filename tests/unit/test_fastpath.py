@@ -485,3 +485,31 @@ def test_fetch_path_errors_propagate(impl: str) -> None:
 def test_calm_type_follows_the_speedups_switch() -> None:
     expected = C.Calm if _hashing._C is not None else _fastpath.PyCalm
     assert _fastpath.Calm is expected
+
+
+@pytest.mark.parametrize("make", _method_impls())
+def test_method_keeps_no_instance_alive(make: Any) -> None:
+    """A closed and dropped producer must be freed (its client with it): the
+    class-level method must not hold the last instance through its
+    implementation (which refers back to the instance)."""
+    import gc
+    import weakref
+
+    class Thing:
+        def __init__(self) -> None:
+            self._impl = self.slow  # like FastProduce's slow path: refers back to the instance
+
+        def slow(self, x: int) -> int:
+            return x
+
+        def act(self, x: int) -> int:
+            raise AssertionError
+
+        act = make(act, "_impl")
+
+    t = Thing()
+    assert t.act(3) == 3
+    ref = weakref.ref(t)
+    del t
+    gc.collect()
+    assert ref() is None
