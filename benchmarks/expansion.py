@@ -122,12 +122,13 @@ def main() -> int:
     holds = sum(m.gate_waits.count for m in metrics)
     held_s = sum(m.gate_waits.sum_s for m in metrics)
     held_back = sum(m.records_held_back for m in metrics)
-    # A record waited behind its partition's gate when it was written before
-    # the partition's first delivery after the switch (the gate's opening).
+    # On a partition that was held (from before its first record: the gate's
+    # start is its first offset), a record waited behind the gate when it was
+    # written before the partition's first delivery (the release).
     waited: Dict[int, int] = {}
     for p in sorted(gated):
         got = [(s, d) for q, s, d in delays if q == p]
-        if got:
+        if got and stalls.get(p, 0.0) > 0:
             opened = min(d for _, d in got)
             waited[p] = sum(1 for s, _ in got if s < opened)
     print(f"{sent} records sent; registrations with gates: {regs}")

@@ -13,7 +13,9 @@ reads it; the registering core (:mod:`kafka_ordered._registering`) owns it:
 - ``stamp``: partitions whose keyed records must take the slow path (empty in
   the steady state: the hook for per-partition rules such as stamping the
   first records after a registration, so that the per-record path checks
-  one thing);
+  one thing). Add a partition to it and its keyed records go through
+  :meth:`RegisteringCore.route <kafka_ordered._registering.RegisteringCore.route>`
+  (both clients); remove it and they take the per-record path again;
 - ``inflight``: senders between their ``ready`` check and the return of the
   inner client's call. A sender counts itself in (``enter()``, which returns
   ``ready``) *before* it checks ``ready`` and out (``leave()``) after the
@@ -21,8 +23,9 @@ reads it; the registering core (:mod:`kafka_ordered._registering`) owns it:
   for ``inflight`` to reach 0. So once it returns, no record partitioned
   under the old layout can still be enqueued, and the hot path takes no lock.
 
-:func:`fast_produce` builds the callable that ``OrderedProducer`` binds as its
-instance's ``produce``: called exactly like ``confluent_kafka.Producer.produce``,
+:func:`fast_produce` builds the per-instance callable that
+``OrderedProducer.produce`` dispatches to (see :func:`method`): called
+exactly like ``confluent_kafka.Producer.produce``,
 it sends the common case (managed topic, ready route, ``bytes``/``str`` key,
 no explicit partition, the key's partition not in ``stamp``) with one
 partition computation and one call ``produce(topic, value, key, partition[,
