@@ -64,9 +64,11 @@ typecheck: $(VENV)/.full
 docs: $(VENV)/.docs
 	$(VENV)/bin/sphinx-build -W --keep-going -b html docs docs/_build/html
 
-## make bench: every benchmark (prints BENCH lines)
+## make bench: every benchmark (paired rounds against the raw clients), then a summary table
+## of their BENCH lines (BENCH_ARGS=--markdown for the README's table)
+BENCH_ARGS ?=
 bench: $(VENV)/.full
-	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+	SPARK_LOCAL_IP=127.0.0.1 $(PY) benchmarks/_summary.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build kafka_ordered/_speedups*.so kafka_ordered/_speedups*.pyd .pytest_cache .hypothesis spark-warehouse

@@ -10,7 +10,8 @@ split branch is exercised); kafka-python maps the same keys onto 12
 partitions through its real ``partition()`` entry point, called with a
 minimal cluster-metadata object (cheaper than its real ClusterMetadata, so
 this favours kafka-python). Everything runs in one thread. Each contender
-runs ``--repeat`` times in interleaved rounds and keeps its best time.
+runs ``--repeat`` times in interleaved rounds; reported are the median time
+and the median of the per-round ratios to kafka-python (with min-max).
 
 Ends with one line per target::
 
@@ -23,6 +24,7 @@ import argparse
 import os
 import platform
 import random
+import statistics
 import sys
 import time
 import uuid
@@ -80,7 +82,7 @@ def main(argv: List[str] | None = None) -> int:
     ap.add_argument("--keys", type=int, default=1_000_000, help="number of keys (default 1000000)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
-        "--repeat", type=int, default=3, help="interleaved rounds; every contender keeps its best (default 3)"
+        "--repeat", type=int, default=3, help="interleaved rounds; medians are reported (default 3)"
     )
     args = ap.parse_args(argv)
     n = args.keys
@@ -121,26 +123,27 @@ def main(argv: List[str] | None = None) -> int:
     )
 
     # rounds interleave the contenders, so that load from other processes on
-    # a shared machine hits them alike; each keeps its best round
-    best: Dict[str, float] = {}
+    # a shared machine hits them alike; each round gives a rate per contender
+    # and a ratio to kafka-python's partitioner; reported: the medians
+    times: Dict[str, List[float]] = {label: [] for label, _ in contenders}
     for r in range(args.repeat):
         for label, fn in contenders:
             t0 = time.perf_counter()
             fn()
-            best[label] = min(best.get(label, float("inf")), time.perf_counter() - t0)
-    print(f"best of {args.repeat} interleaved round(s):")
+            times[label].append(time.perf_counter() - t0)
+    base_label = "kafka-python DefaultPartitioner.partition"
+    print(f"median of {args.repeat} interleaved round(s):")
     rate = {}
     for label, _ in contenders:
-        seconds = best[label]
+        seconds = statistics.median(times[label])
         rate[label] = n / seconds
         print(f"  {label:<42} {n / seconds:>14,.0f} keys/s  ({seconds * 1e9 / n:8.1f} ns/key)")
+    print("ratios to kafka-python's DefaultPartitioner (median of per-round ratios, min-max):")
+    ratios = {label: [b / t for t, b in zip(times[label], times[base_label])] for label, _ in contenders}
+    for label, rs in ratios.items():
+        print(f"  {label:<42} {statistics.median(rs):8.1f}x  ({min(rs):.1f}-{max(rs):.1f})")
 
-    base = rate["kafka-python DefaultPartitioner.partition"]
-    print("ratios to kafka-python's DefaultPartitioner:")
-    for label, r in rate.items():
-        print(f"  {label:<42} {r / base:8.1f}x")
-
-    ratio = rate["batch murmur2 partitions_for"] / base
+    ratio = statistics.median(ratios["batch murmur2 partitions_for"])
     scalar_m3 = rate["scalar murmur3 Layout.partition_for loop"]
     lines = [
         ("batch_murmur2_vs_kafka_python", ratio, 20, f"{ratio:.1f}"),

@@ -12,6 +12,15 @@ auto-commit off; with the application's auto-commit on, the core commits the
 positions of records returned by earlier polls every ``auto.commit.interval``
 and promptly when another member's gate waits on a partition it owns.
 Records fetched but held at a gate are never committed.
+
+Cost: once a member's transitions are passed (no closed gate, hold or
+pending announcement on a partition it owns, no hand-off wait on one, no
+start to commit) :attr:`GatingCore.calm` says so, and the adapters return
+the client's fetches untouched without calling into the core until a
+deadline (the next auto-commit, the freshness of the layout view) or an
+event (new layout-log records, an assignment change) ends the calm. With
+gates closed, fetched records are decided per partition and batch
+(:meth:`GatingCore.admit_run`), by bisection on offsets.
 """
 
 from __future__ import annotations
@@ -20,8 +29,9 @@ import bisect
 import logging
 import time
 from dataclasses import replace
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ._fastpath import Calm
 from ._freshness import CausalFreshness
 from ._ports import TP, ConsumerPort, LayoutView, OffsetsPort
 from .gates import GateKeeper, GateStatus, ResetPolicy, processed_offset, start_position
@@ -39,8 +49,9 @@ _LOG_START_REFRESH_S = 5.0
 
 class PartitionState:
     """Everything the core knows about one partition (as kafka-python's
-    ``TopicPartitionState``). Kept for owned partitions and for the sources
-    of closed gates (their committed and log-start offsets)."""
+    ``TopicPartitionState``). Kept for owned partitions and, while a closed
+    gate on an owned partition waits on them, for its other sources (their
+    committed and log-start offsets); dropped otherwise."""
 
     __slots__ = (
         "owned",
@@ -52,11 +63,9 @@ class PartitionState:
         "held",
         "held_since",
         "held_wall",
-        "user_paused",
         "stored",
         "deps",
         "init_commit",
-        "stall_s",
     )
 
     def __init__(self) -> None:
@@ -71,13 +80,11 @@ class PartitionState:
         self.held: Optional[int] = None  # first offset held back at a closed gate
         self.held_since: Optional[float] = None  # monotonic
         self.held_wall: Optional[float] = None  # wall clock, for operators
-        self.user_paused = False
         self.stored: Optional[int] = None  # store_offsets()
         # Gates opened inside this member: (start, {source: wait}) whose source
         # commits must be durable before commits of this partition past start.
         self.deps: List[Tuple[int, Dict[TP, int]]] = []
         self.init_commit = False
-        self.stall_s = 0.0
 
     def start_at(self, offset: int) -> None:
         self.position = self.processed = self.revoke_mark = offset
@@ -110,9 +117,16 @@ class GatingCore:
 
     The adapter calls :meth:`assigned`/:meth:`assigned_at`/:meth:`revoked`
     from its rebalance callbacks, :meth:`begin_poll` at the start of each
-    poll, :meth:`watched` and :meth:`admit` on each
-    fetched batch, :meth:`rewind` when a batch cannot be returned, and
-    :meth:`maintain` between empty fetches.
+    poll (unless :attr:`calm` allows skipping it), :meth:`ensure_fresh`,
+    :meth:`watched` and :meth:`admit_run` on each fetched batch,
+    :meth:`rewind` when a batch cannot be returned, :meth:`maintain` between
+    empty fetches and :meth:`settle` at the end of a poll; :meth:`close` when
+    the consumer closes.
+
+    Scope: gates are tracked for owned partitions only (loaded from the
+    history's per-partition index on assignment); for owned sources the
+    core keeps the waits of other partitions' gates that are above the
+    group's commit (the hand-off).
     """
 
     def __init__(self, port: ConsumerPort, follower: LayoutView, offsets: OffsetsPort,
@@ -122,12 +136,20 @@ class GatingCore:
         self.offsets = offsets
         self.opts = options
         self.keeper = GateKeeper()
-        self.listener: Optional[PartitionKeyRebalanceListener] = None
+        self.keeper.announcing = False
+        self._listener: Optional[PartitionKeyRebalanceListener] = None
         self.subscribed: Set[str] = set()
         self.parts: Dict[TP, PartitionState] = {}
         self._owned: Set[TP] = set()
         self._held: Set[TP] = set()
         self._init_commit: Set[TP] = set()
+        self._user_paused: Set[TP] = set()
+        self._foreign: Set[TP] = set()  # states kept for unowned sources of closed gates
+        self._commit_unknown: Set[TP] = set()  # assigned at explicit offsets: the group's commit not read yet
+        self._scope = 0  # counts ownership, hold and listener changes (for the watched() cache)
+        self._watched: Tuple[int, int, Set[TP]] = (-1, -1, set())
+        self._dirty = True  # processed offsets or gates changed since the last evaluation
+        self._stall: Dict[TP, float] = {}
         self._stored_mode = False
         self._committed_at = float("-inf")
         self._log_start_at = float("-inf")
@@ -136,13 +158,43 @@ class GatingCore:
         #: Expected fetch offsets and the catch-ups of the causal-token rule.
         self.freshness = CausalFreshness(follower)
         self._owned_topics: Optional[Set[str]] = None
+        #: Whether the adapters may skip this core for a while: ``quiet`` (no
+        #: gating work pending; set only by :meth:`settle`, cleared by any
+        #: event that may need work) and ``until`` (monotonic: the next
+        #: auto-commit or the end of the view's freshness, whichever comes
+        #: first), before which a fetch may be returned untouched without
+        #: :meth:`begin_poll` (see :func:`kafka_ordered._fastpath.fast_fetch`).
+        self.calm: Any = Calm()
+        self.calm.expected = self.freshness.expected
         self.last_commit = time.monotonic()
         self.records_held_back = 0
         self.last_wait_s: Optional[float] = None
         self._wait_counts = [0] * (len(GATE_WAIT_BUCKETS) + 1)
         self._wait_sum = 0.0
+        follower.add_listener(self._on_history)
+
+    def close(self) -> None:
+        """Stop following the layout view (the consumer is closing)."""
+        self.follower.remove_listener(self._on_history)
+        self.calm.quiet = False
+
+    def _on_history(self) -> None:
+        # On the follower's thread: new records may carry gates for us.
+        self.calm.quiet = False
 
     # -- state
+
+    @property
+    def listener(self) -> Optional[PartitionKeyRebalanceListener]:
+        """The application's per-key hand-off listener (``None``: none)."""
+        return self._listener
+
+    @listener.setter
+    def listener(self, value: Optional[PartitionKeyRebalanceListener]) -> None:
+        self._listener = value
+        self.keeper.announcing = value is not None
+        self._scope += 1
+        self.calm.quiet = False
 
     @property
     def history(self) -> LayoutHistory:
@@ -173,7 +225,7 @@ class GatingCore:
     @property
     def stall_seconds(self) -> Dict[TP, float]:
         """Total time each partition has waited at gates that since opened."""
-        return {tp: st.stall_s for tp, st in self.parts.items() if st.stall_s}
+        return dict(self._stall)
 
     # -- assignment
 
@@ -182,12 +234,17 @@ class GatingCore:
         partitions without a committed offset (see :func:`gates.start_position`).
         Those starts are committed at the next poll so that gates waiting on
         them can open before any record arrives."""
+        self.calm.quiet = False
+        self._scope += 1
+        self._dirty = True
         history = self.follower.sync()  # a topic may have become managed a moment ago
         earliest: List[TP] = []
         latest: List[TP] = []
+        new: List[TP] = []
         for tp in tps:
-            st = self.state(tp)
-            st.owned = True
+            st = self._own(tp)
+            if tp not in self._owned:
+                new.append(tp)
             self._owned.add(tp)
             self._owned_topics = None
             self.freshness.jumped(tp)
@@ -208,28 +265,64 @@ class GatingCore:
             self.parts[tp].init_commit = True
             self._init_commit.add(tp)
             self.keeper.forget_announcements(tp, off)
+        self._load(new)
         self.refresh_gates(force=True)
         return starts
 
     def assigned_at(self, offsets: Mapping[TP, int]) -> None:
         """Record partitions assigned at explicit offsets (nothing to resolve)."""
+        self.calm.quiet = False
+        self._scope += 1
+        self._dirty = True
+        new: List[TP] = []
         for tp, off in offsets.items():
-            st = self.state(tp)
-            st.owned = True
+            st = self._own(tp)
+            if tp not in self._owned:
+                new.append(tp)
             self._owned.add(tp)
             self._owned_topics = None
             self.freshness.jumped(tp)
             st.start_at(off)
             self.keeper.forget_announcements(tp, off)
+        self._commit_unknown.update(new)
         if offsets:
+            self._load(new)
             self.refresh_gates(force=True)
+
+    def _own(self, tp: TP) -> PartitionState:
+        st = self.state(tp)
+        st.owned = True
+        self._foreign.discard(tp)
+        return st
+
+    def _load(self, tps: Sequence[TP]) -> None:
+        """Track the gates that touch newly owned partitions, from registrations
+        the per-topic cursor already passed (later ones come with the next
+        :meth:`refresh_gates`)."""
+        history = self.follower.history
+        now = time.monotonic()
+        for tp in tps:
+            before = self._gate_offsets.get(tp[0])
+            if not before:
+                continue
+            self.keeper.add_gates(history.gates_on(tp[0], tp[1], before), now, time.time(), self._hand_off())
+            self.keeper.add_waits(history.gates_waiting_on(tp[0], tp[1], before), {tp: self.parts[tp].committed})
+
+    def _hand_off(self) -> Dict[TP, int]:
+        """Owned partitions and the group's commit on each: waits above it on
+        them are this member's to announce and commit promptly."""
+        return {tp: self.parts[tp].committed for tp in self._owned}
 
     def revoked(self, tps: Iterable[TP]) -> None:
         """Forget ownership of ``tps``. Every partition this core paused at a
         gate is resumed first, so that no client keeps it paused when it is
         assigned again."""
         tps = [tp for tp in tps if tp in self._owned]
-        unpause = [tp for tp in tps if tp in self._held and not self.parts[tp].user_paused]
+        if not tps:
+            return
+        self.calm.quiet = False
+        self._scope += 1
+        unpause = [tp for tp in tps if tp in self._held and tp not in self._user_paused]
         if unpause:
             try:
                 self.port.resume(unpause)
@@ -241,7 +334,15 @@ class GatingCore:
             self._held.discard(tp)
             self._init_commit.discard(tp)
             self.freshness.forget(tp)
-            self.parts[tp].drop_ownership()
+            self._commit_unknown.discard(tp)
+            self.keeper.drop(tp)
+        sources = self.keeper.sources()
+        for tp in tps:
+            if tp in sources:  # still a source of a closed gate here: keep its offsets
+                self.parts[tp].drop_ownership()
+                self._foreign.add(tp)
+            else:
+                del self.parts[tp]
 
     # -- positions
 
@@ -255,10 +356,13 @@ class GatingCore:
         out: Dict[TP, int] = {}
         for tp in want:
             st = self.parts[tp]
-            if st.held is not None:
-                out[tp] = st.held
-                continue
             off = client.get(tp, -1)
+            if st.held is not None:
+                # Records before the hold may still be on their way to the
+                # application (kafka-python's iterator moves the position per
+                # record): never count past what the client delivered.
+                out[tp] = min(st.held, off) if off >= 0 else st.held
+                continue
             if off >= 0:
                 out[tp] = off
             elif st.position is not None:
@@ -277,20 +381,39 @@ class GatingCore:
     def begin_poll(self) -> None:
         """The application processed what earlier polls returned: announce
         crossed waits, refresh gates, commit if due."""
-        new = self.positions(self.keeper.waited_on())
-        crossed = []
-        for tp, off in new.items():
-            st = self.parts[tp]
-            if self.keeper.crossed(tp, st.revoke_mark, off):
-                crossed.append(tp)
-            st.revoke_mark = st.processed = off
-        if crossed and self.listener is not None:
-            self.listener.on_partition_key_maybe_revoked(self.port.partitions(sorted(crossed)))
-        if crossed and self.opts.auto_commit:
-            self.commit_processed()
+        waited = self.keeper.waited_on()
+        if waited and self._commit_unknown:
+            self._read_commits(waited)
+            waited = self.keeper.waited_on()
+        if waited:
+            new = self.positions(waited)
+            crossed = []
+            for tp, off in new.items():
+                st = self.parts[tp]
+                if self.keeper.crossed(tp, st.revoke_mark, off):
+                    crossed.append(tp)
+                if st.processed != off:
+                    self._dirty = True
+                st.revoke_mark = st.processed = off
+            if crossed and self._listener is not None:
+                self._listener.on_partition_key_maybe_revoked(self.port.partitions(sorted(crossed)))
+            if crossed and self.opts.auto_commit:
+                self.commit_processed()
         self.maintain()
 
+    def _read_commits(self, waited: Iterable[TP]) -> None:
+        """Read the group's commit of partitions assigned at explicit offsets
+        that hand-off waits are kept for: waits it passed need nothing more
+        (one request per assignment)."""
+        want = [tp for tp in waited if tp in self._commit_unknown]
+        self._commit_unknown.clear()
+        if want:
+            self.committed(self.port.committed(want))
+
     def refresh_gates(self, force: bool = False) -> None:
+        """Track the gates of registrations applied since the last refresh
+        (work proportional to them): those on owned partitions, and the
+        waits of the others on owned partitions."""
         history = self.follower.history
         version = history.version
         if not force and version == self._seen_version:
@@ -299,11 +422,27 @@ class GatingCore:
         # between is then read again next time instead of being skipped.
         upto = history.next_offset
         now, wall = time.monotonic(), time.time()
+        hand_off: Optional[Dict[TP, int]] = None
         for topic in {t for t, _ in self._owned} | self.subscribed:
             if history.current(topic) is None:
                 continue
-            self.keeper.add_gates(history.gates(topic, self._gate_offsets.get(topic, 0)), now, wall)
+            since = self._gate_offsets.get(topic)
             self._gate_offsets[topic] = upto
+            if not since:  # first look at this topic: only what touches owned partitions
+                self._load([tp for tp in self._owned if tp[0] == topic])
+                self._dirty = True
+                continue
+            new = [g for g in history.gates(topic, since) if g.offset < upto]
+            if not new:
+                continue
+            if hand_off is None:
+                hand_off = self._hand_off()
+            self._dirty = True
+            mine = [g for g in new if (topic, g.partition) in self._owned]
+            if mine:
+                self.keeper.add_gates(mine, now, wall, hand_off)
+            if len(mine) < len(new):
+                self.keeper.add_waits([g for g in new if (topic, g.partition) not in self._owned], hand_off)
         self._seen_version = version
 
     def managed(self, topic: str) -> bool:
@@ -327,33 +466,104 @@ class GatingCore:
             return
         now = time.monotonic()
         self.refresh_gates()
-        sources = self.keeper.sources()
+        sources = self.keeper.sources() if self.keeper.has_closed() else frozenset()
         if sources:
             unowned = [tp for tp in sources if tp not in self._owned]
             if unowned and now - self._committed_at >= self.opts.commit_interval / 2:
                 for tp, off in self.port.committed(unowned).items():
-                    st = self.state(tp)
+                    st = self._foreign_state(tp)
                     st.committed = max(st.committed, off)
                 self._committed_at = now
+                self._dirty = True
             if now - self._log_start_at >= _LOG_START_REFRESH_S:
                 for tp, off in self.offsets.start_offsets(sources).items():
-                    self.state(tp).log_start = off
+                    (self.parts[tp] if tp in self._owned else self._foreign_state(tp)).log_start = off
                 self._log_start_at = now
+                self._dirty = True
+        if self._dirty:
+            # Work only when an input changed: new gates, commits, positions,
+            # log starts (the keeper then touches what moved).
+            self._dirty = False
             processed = {tp: self.processed(tp) for tp in sources}
-            for g in self.keeper.update(processed):
+            opened = self.keeper.update(processed)
+            for g in opened:
                 tp = (g.topic, g.partition)
                 if tp in self._owned:
-                    local = {(g.topic, q): w for q, w in g.wait.items() if self.state((g.topic, q)).committed < w}
+                    local = {(g.topic, q): w for q, w in g.wait.items() if self._committed_of((g.topic, q)) < w}
                     if local:
                         self.parts[tp].deps.append((g.start, local))
             for tp in list(self._held):
                 limit = self.keeper.limit(tp)
                 if limit is None or limit > self.parts[tp].held:  # type: ignore[operator]
                     self.release(tp)
+            if self._foreign and opened:
+                left = self.keeper.sources()
+                for tp in [tp for tp in self._foreign if tp not in left]:
+                    self._foreign.discard(tp)
+                    del self.parts[tp]
+            if self.opts.gating and self.keeper.has_closed():
+                self._hold_at_positions()
         if self._init_commit:
             self._commit_initial()
         if self.opts.auto_commit and self._commit_due(now):
             self.commit_processed()
+
+    def _hold_at_positions(self) -> None:
+        """Hold owned partitions already at or past their first closed gate
+        (e.g. just assigned at a gated offset) before anything of them is
+        fetched and handed over for inspection."""
+        closed = [tp for tp in self.keeper.closed_partitions() if tp in self._owned and tp not in self._held]
+        if not closed:
+            return
+        at = self.positions(closed)
+        for tp in closed:
+            limit = self.keeper.limit(tp)
+            pos = at.get(tp)
+            if limit is not None and pos is not None and pos >= limit:
+                self.hold(tp, pos)
+
+    def _foreign_state(self, tp: TP) -> PartitionState:
+        st = self.parts.get(tp)
+        if st is None:
+            st = self.parts[tp] = PartitionState()
+            self._foreign.add(tp)
+        return st
+
+    def _committed_of(self, tp: TP) -> int:
+        st = self.parts.get(tp)
+        return st.committed if st is not None else -1
+
+    def settle(self) -> None:
+        """End of a poll: when nothing is pending, let the next polls skip the
+        core (see :class:`Calm`) until the next auto-commit or until an event
+        needs work. Records fetched meanwhile are still checked for the
+        causal-token rule (stamps, gaps) on the way; one that needs a
+        catch-up takes the full path."""
+        calm = self.calm
+        gating = self.opts.gating
+        keeper = self.keeper
+        if (self._held or self._init_commit or self._dirty or keeper.waited_on()
+                or (gating and (keeper.has_closed() or (self._listener is not None and keeper.has_announcements())))):
+            calm.quiet = False
+            return
+        calm.until = self.last_commit + self.opts.auto_commit_interval if self.opts.auto_commit else float("inf")
+        calm.managed = frozenset(t for t in self.owned_topics() if self.managed(t)) if gating else frozenset()
+        calm.quiet = True
+        if self.follower.history.version != self._seen_version:  # applied meanwhile: look first
+            calm.quiet = False
+
+    def idle(self) -> None:
+        """A fetch of the fast path came back empty past the calm's deadline:
+        the per-poll work (nothing is in hand), then :meth:`settle`."""
+        self.begin_poll()
+        self.settle()
+
+    def fetched_late(self) -> None:
+        """A fetch of the fast path brought records past the calm's deadline:
+        they are decided as usual; the per-poll work (commits of records
+        returned before) waits for the next poll, which the end of the calm
+        sends through :meth:`begin_poll`."""
+        self.calm.quiet = False
 
     def poll_chunk(self, left: Optional[float]) -> Optional[float]:
         """How long one client fetch may wait inside a poll of ``left`` seconds
@@ -433,20 +643,23 @@ class GatingCore:
     def committed(self, offsets: Mapping[TP, int]) -> None:
         """Record commits made (also those the adapter made itself)."""
         for tp, off in offsets.items():
-            st = self.state(tp)
-            if off > st.committed:
+            st = self.parts.get(tp)
+            if st is not None and off > st.committed:
                 st.committed = off
+                self._dirty = True
+            self.keeper.prune_waits(tp, off)
         for tp in self._owned:
             st = self.parts[tp]
             if st.deps:
-                st.deps = [(s, w) for s, w in st.deps if any(self.state(q).committed < x for q, x in w.items())]
+                st.deps = [(s, w) for s, w in st.deps if any(self._committed_of(q) < x for q, x in w.items())]
 
     def store(self, offsets: Mapping[TP, int]) -> None:
         """``store_offsets``: from now on commits take stored offsets instead of
-        the positions of returned records."""
+        the positions of returned records (of owned partitions)."""
         self._stored_mode = True
         for tp, off in offsets.items():
-            self.state(tp).stored = off
+            if tp in self._owned:
+                self.parts[tp].stored = off
 
     # -- holding and releasing
 
@@ -460,6 +673,8 @@ class GatingCore:
             st.held_since = time.monotonic()
             st.held_wall = time.time()
         self._held.add(tp)
+        self._scope += 1
+        self.calm.quiet = False
         self.port.pause([tp])
         self.port.seek(tp, offset)
         waits = {q: w for q, (w, _) in next((g.waiting_on for g in self.gate_status()
@@ -471,20 +686,25 @@ class GatingCore:
         """Undo :meth:`hold` (the one release path: gate opened, seek, rewind)."""
         st = self.parts[tp]
         self._held.discard(tp)
+        self._scope += 1
         st.held = None
         if st.held_since is not None:
             held_s = time.monotonic() - st.held_since
-            st.stall_s += held_s
+            self._stall[tp] = self._stall.get(tp, 0.0) + held_s
             st.held_since = st.held_wall = None
             self._observe_wait(held_s)
             log.info("%s [%d] released after %.3f s at a gate", tp[0], tp[1], held_s)
-        if not st.user_paused:
+        if tp not in self._user_paused:
             self.port.resume([tp])
 
     def seeked(self, tp: TP, offset: int) -> None:
         """The application sought ``tp`` to ``offset`` (``< 0``: a logical
         offset): the new position counts as processed; a hold is released."""
-        st = self.state(tp)
+        st = self.parts.get(tp)
+        if st is None or not st.owned:
+            return
+        self.calm.quiet = False
+        self._dirty = True
         if offset >= 0:
             st.position = st.processed = offset
         self.freshness.jumped(tp)
@@ -492,49 +712,80 @@ class GatingCore:
             self.release(tp)
 
     def user_pause(self, tps: Iterable[TP]) -> None:
-        for tp in tps:
-            self.state(tp).user_paused = True
+        """The application paused ``tps`` (kept across rebalances and gate releases)."""
+        self._user_paused.update(tps)
 
     def user_resume(self, tps: Iterable[TP]) -> List[TP]:
         """Mark ``tps`` resumed by the application; returns those the client
         may resume now (not held at a gate)."""
         out = []
         for tp in tps:
-            self.state(tp).user_paused = False
+            self._user_paused.discard(tp)
             if tp not in self._held:
                 out.append(tp)
         return out
 
     def paused_by_user(self, tp: TP) -> bool:
-        st = self.parts.get(tp)
-        return st is not None and st.user_paused
+        return tp in self._user_paused
 
     # -- delivering
 
     def watched(self) -> Set[TP]:
-        """Owned partitions whose records need a per-record decision: a closed
-        gate, a hold, or (with a listener) an opened gate not yet announced.
-        Empty once this member's transitions are passed, so the adapters'
-        fetch path is then the same as on a topic that never changed."""
+        """Owned partitions whose records need a decision: a closed gate, a
+        hold, or (with a listener) an opened gate not yet announced. Empty
+        once this member's transitions are passed, so the adapters' fetch
+        path is then the same as on a topic that never changed. (Cached
+        until the gates, holds or ownership change; do not modify.)"""
+        key = (self.keeper.changes, self._scope)
+        if self._watched[:2] == key:
+            return self._watched[2]
         if not self.opts.gating:
-            return set()
-        gated = self.keeper.watched() if self.listener is not None else self.keeper.closed_partitions()
-        return {tp for tp in gated if tp in self._owned} | self._held
+            out: Set[TP] = set()
+        else:
+            gated = self.keeper.watched() if self._listener is not None else self.keeper.closed_partitions()
+            out = {tp for tp in gated if tp in self._owned} | self._held
+        self._watched = (key[0], key[1], out)
+        return out
+
+    def to_inspect(self, watched: Set[TP]) -> Set[TP]:
+        """Of ``watched``, the partitions whose fetched records the adapter
+        must look at. A held partition's are not: the client was paused and
+        sought back when it was held, and a seek makes librdkafka and
+        kafka-python drop what they fetched before it (librdkafka's version
+        barrier; kafka-python stops handing out a paused partition), so
+        nothing of it arrives until it is released."""
+        return watched - self._held if self._held else watched
+
+    def admit_run(self, tp: TP, count: int, offset_at: Callable[[int], int]) -> int:
+        """Decide ``count`` fetched records of watched partition ``tp`` at
+        increasing offsets ``offset_at(0..count-1)``: returns how many of the
+        first ones may be delivered (by bisection on the gate's start; after
+        announcing opened gates they pass). When some may not, ``tp`` is held
+        at the first of those."""
+        if tp in self._held:
+            self.records_held_back += count
+            return 0
+        limit = self.keeper.limit(tp)
+        n = count if limit is None else bisect.bisect_left(range(count), limit, key=offset_at)
+        if self._listener is not None:
+            while n:
+                start = self.keeper.next_announcement(tp)
+                if start is None:
+                    break
+                i = bisect.bisect_left(range(n), start, key=offset_at)
+                if i >= n:
+                    break
+                self.keeper.announce(tp, offset_at(i))
+                self._listener.on_partition_key_assigned(self.port.partitions([tp]))
+        if n < count:
+            self.hold(tp, offset_at(n))
+            self.records_held_back += count - n
+        return n
 
     def admit(self, tp: TP, offset: int) -> bool:
         """Decide one record of a watched partition: True to deliver (after
         announcing an opened gate), False when held at a closed gate."""
-        if tp in self._held:
-            self.records_held_back += 1
-            return False
-        limit = self.keeper.limit(tp)
-        if limit is not None and offset >= limit:
-            self.hold(tp, offset)
-            self.records_held_back += 1
-            return False
-        if self.keeper.announce(tp, offset) and self.listener is not None:
-            self.listener.on_partition_key_assigned(self.port.partitions([tp]))
-        return True
+        return self.admit_run(tp, 1, lambda i: offset) == 1
 
     def rewind(self, first: Mapping[TP, int]) -> None:
         """Records from ``first[tp]`` on were fetched but will not reach the
@@ -588,7 +839,7 @@ class GatingCore:
         )
 
     def has_closed_gates(self) -> bool:
-        return self.opts.gating and bool(self.keeper.closed_partitions())
+        return self.opts.gating and self.keeper.has_closed()
 
     def gate_status(self) -> List[GateStatus]:
         """Every partition with a closed gate: first held offset, the sources

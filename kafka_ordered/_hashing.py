@@ -32,6 +32,10 @@ __all__ = ["murmur2", "murmur3", "crc32", "SCALAR", "PY_SCALAR", "hash_batch", "
 
 NO_SPEEDUPS_ENV = "KAFKA_ORDERED_NO_SPEEDUPS"
 
+#: The interface of ``kafka_ordered._speedups`` this code needs (its ``API``):
+#: 1 hashes and LinearPartitioner; 2 also the per-record paths (_fastpath).
+SPEEDUPS_API = 3
+
 _log = logging.getLogger("kafka_ordered")
 
 _SEED = 0x9747B28C
@@ -81,7 +85,8 @@ PY_SCALAR: Dict[str, Callable[[bytes], int]] = {"murmur2": murmur2_py, "murmur3"
 
 
 def _load_speedups() -> Optional[ModuleType]:
-    """The C extension, or None (logged once, at DEBUG, on ``kafka_ordered``)."""
+    """The C extension, or None: not built or switched off (logged once, at
+    DEBUG, on ``kafka_ordered``), or built from older sources (a WARNING)."""
     if os.environ.get(NO_SPEEDUPS_ENV, "").strip() not in ("", "0"):
         _log.debug("C speed-ups disabled by %s, using pure Python", NO_SPEEDUPS_ENV)
         return None
@@ -89,6 +94,11 @@ def _load_speedups() -> Optional[ModuleType]:
         from . import _speedups  # type: ignore[attr-defined]
     except ImportError:
         _log.debug("C speed-ups unavailable, using pure Python")
+        return None
+    built = getattr(_speedups, "API", 1)
+    if built != SPEEDUPS_API:
+        _log.warning("C speed-ups out of date (%s has API %s, this kafka_ordered needs %s): using pure Python; "
+                     "rebuild them (make ext, or reinstall kafka-ordered)", _speedups.__file__, built, SPEEDUPS_API)
         return None
     return _speedups
 

@@ -21,8 +21,9 @@ import random
 import threading
 import time
 import uuid
-from typing import Any, Callable, Deque, Dict, FrozenSet, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
+from ._fastpath import ProducerRoute, close_route
 from ._ports import LogResources, ProducerPort, Stamp
 from .errors import RegistrationError, SwitchTimeoutError
 from .history import Gate, LayoutHistory
@@ -37,22 +38,24 @@ log = logging.getLogger("kafka_ordered.producer")
 
 
 class TopicState:
-    """Per-topic switching state; changed under the core's lock."""
+    """Per-topic switching state; changed under the core's lock.
 
-    __slots__ = ("layout", "fn", "partitions", "busy", "buffer", "ready", "stamped")
+    ``route`` is what the adapters' per-record path reads
+    (:mod:`kafka_ordered._fastpath`): ``route.ready`` (keyed sends may go
+    straight out: registered for the current layout, no switch running,
+    nothing buffered), ``route.fn`` (the layout's key -> partition) and
+    ``route.stamp`` (partitions whose records must come through :meth:`RegisteringCore.route`
+    instead; empty in the steady state).
+    """
+
+    __slots__ = ("layout", "partitions", "busy", "buffer", "route")
 
     def __init__(self) -> None:
         self.layout: Optional[Layout] = None  # the layout sends are partitioned by
-        self.fn: Optional[Callable[[Any], int]] = None
         self.partitions = 0
         self.busy = False  # a switch is running
         self.buffer: Deque[Tuple[Optional[bytes], Any]] = collections.deque()
-        # Keyed sends may go straight out: registered for the current layout,
-        # no switch running, nothing buffered. Changed under the lock only.
-        self.ready = False
-        # Partitions whose keyed records still need the stamp (the per-record
-        # path sends them through route()); replaced, never mutated.
-        self.stamped: FrozenSet[int] = frozenset()
+        self.route: Any = ProducerRoute()
 
 
 class RegistrationRecord:
@@ -88,9 +91,14 @@ class RegisteringCore:
     """Layout following and registration for one producer over a client port.
 
     ``states`` maps every topic seen to its :class:`TopicState` (``None``:
-    unmanaged). The adapter's per-record path may send directly while
-    ``state.ready`` holds, taking :attr:`fast_lock` around its check and
-    enqueue; everything else goes through :meth:`route`.
+    unmanaged); ``routes`` maps managed topics to their ``TopicState.route``.
+    The adapter's per-record path (:func:`kafka_ordered._fastpath.fast_produce`,
+    or its own between ``route.enter()`` and ``route.leave()``) may send
+    directly while ``route.ready`` holds and the key's partition is not in
+    ``route.stamp``; everything else goes through :meth:`route`. Wherever a
+    topic stops being ready the core calls
+    :func:`~kafka_ordered._fastpath.close_route`, so no record computed under
+    the old layout is enqueued after that.
     """
 
     def __init__(self, port: ProducerPort, shared: LogResources, opts: Mapping[str, Any]) -> None:
@@ -104,12 +112,9 @@ class RegisteringCore:
         self.producer_id: str = stable or f"anon-{uuid.uuid4().hex}"
         self.stable_id = stable is not None
         self.states: Dict[str, Optional[TopicState]] = {}
+        self.routes: Dict[str, Any] = {}
         self.seen_version = -1
         self.lock = threading.RLock()
-        # Guards only the per-record path's check-and-enqueue; taken (inside
-        # ``lock``) wherever a topic stops being ready, so no record computed
-        # under the old layout is enqueued after that.
-        self.fast_lock = threading.Lock()
         self._idle = threading.Condition(self.lock)
         self.registrations: List[RegistrationRecord] = []
         #: Gates this instance registered, per topic (its view may lag its own appends).
@@ -145,17 +150,16 @@ class RegisteringCore:
                 # slow path, which raises the follower's error.
                 for st in self.states.values():
                     if st is not None:
-                        with self.fast_lock:
-                            st.ready = False
+                        close_route(st.route)
                 return
             version = history.version
             for t in history.topics():
                 st = self.states.get(t)
                 if st is None:
-                    self.states[t] = TopicState()
-                elif st.ready and self._needs_switch(t, st):
-                    with self.fast_lock:
-                        st.ready = False
+                    st = self.states[t] = TopicState()
+                    self.routes[t] = st.route
+                elif st.route.ready and self._needs_switch(t, st):
+                    close_route(st.route)
             self.seen_version = version
 
     def state(self, topic: str) -> Optional[TopicState]:
@@ -205,11 +209,11 @@ class RegisteringCore:
             if key is None:
                 return False, self.port.send(topic, self.unkeyed_partition(topic, st), item)
             if not self._needs_switch(topic, st):
-                st.ready = True
-                return False, self.send_keyed(topic, st, st.fn(key), item)  # type: ignore[misc]
+                # Also the records whose partition is in ``st.route.stamp``.
+                st.route.ready = True
+                return False, self.send_keyed(topic, st, st.route.fn(key), item)
             st.busy = True
-            with self.fast_lock:
-                st.ready = False
+            close_route(st.route)
             st.buffer.append((key, item))
         self.run_switch(topic, st, item)
         return True, None
@@ -254,12 +258,12 @@ class RegisteringCore:
         self.registrations.append(record)
         with self.lock:
             self._add_stamps(topic, st, record, first_switch=st.layout is None)
-            st.layout, st.fn, st.partitions = target, target._fn, target.partitions
+            st.layout, st.route.fn, st.partitions = target, target._fn, target.partitions
             try:
                 refused = self._drain(topic, st, own)
             finally:
                 st.busy = False
-                st.ready = not self._needs_switch(topic, st)
+                st.route.ready = not self._needs_switch(topic, st)
                 self._idle.notify_all()
         if refused is not None:
             raise refused
@@ -324,12 +328,22 @@ class RegisteringCore:
             return
         with self._stamp_lock:  # (the topic is not ready: no per-record send races this)
             self.stamps.add(topic, parts, offset)
-            st.stamped = self.stamps.pending(topic)
+            self._publish_stamps(topic, st)
+
+    def _publish_stamps(self, topic: str, st: TopicState) -> None:
+        """Make ``st.route.stamp`` the partitions still to stamp (stamp lock
+        held). The per-record path reads the set without a lock, so new
+        partitions are added before acknowledged ones are removed: a sender
+        never sees a partition that needs the stamp missing from it."""
+        pending = self.stamps.pending(topic)
+        stamp = st.route.stamp
+        stamp |= pending
+        stamp -= stamp - pending
 
     def send_keyed(self, topic: str, st: TopicState, partition: int, item: Any) -> Any:
         """Send a keyed record under the current layout, stamped when the
         partition still needs it."""
-        if partition in st.stamped:
+        if partition in st.route.stamp:
             with self._stamp_lock:
                 offset = self.stamps.stamp(topic, partition)
             if offset is not None:
@@ -341,7 +355,7 @@ class RegisteringCore:
         def acked() -> None:
             with self._stamp_lock:
                 if self.stamps.acked(topic, partition, offset, self.transactional and self.in_transaction):
-                    st.stamped = self.stamps.pending(topic)
+                    self._publish_stamps(topic, st)
         return acked
 
     def begin_transaction(self) -> None:
@@ -354,7 +368,7 @@ class RegisteringCore:
                 for topic in self.stamps.committed():
                     st = self.states.get(topic)
                     if st is not None:
-                        st.stamped = self.stamps.pending(topic)
+                        self._publish_stamps(topic, st)
             else:
                 self.stamps.aborted()
             self.in_transaction = False
@@ -368,7 +382,7 @@ class RegisteringCore:
             key, item = buf[0]
             try:
                 if key is not None:
-                    self.send_keyed(topic, st, st.fn(key), item)  # type: ignore[misc]
+                    self.send_keyed(topic, st, st.route.fn(key), item)
                 else:
                     self.port.send(topic, random.randrange(st.partitions), item)
             except Exception as e:
@@ -408,7 +422,7 @@ class RegisteringCore:
                     try:
                         refused = self._drain(topic, st, None)
                     finally:
-                        st.ready = True
+                        st.route.ready = True
                     assert refused is None
                     continue
                 st.busy = True

@@ -18,6 +18,9 @@
 
 #define MASK31 0x7fffffffu
 
+/* The interface kafka_ordered._hashing checks (_hashing.SPEEDUPS_API). */
+#define SPEEDUPS_API 3
+
 /* Little-endian 32-bit load from any alignment; compilers turn this into a
  * single load on little-endian machines. */
 static inline uint32_t
@@ -394,6 +397,1121 @@ static PyTypeObject LinearPartitionerType = {
     .tp_new = lp_new,
 };
 
+/* ---- the producer's per-record path -------------------------------------- */
+
+/* ProducerRoute: one managed topic's state as the per-record path reads it.
+ * The registering core (kafka_ordered._registering) owns it: it sets `ready`
+ * when keyed records may go straight out (registered for the current layout,
+ * no switch running, nothing buffered) and `fn` to the layout's key ->
+ * partition function; `stamp` holds partitions whose records must take the
+ * slow path (empty in the steady state). `inflight` counts senders between
+ * their `ready` check and the return of the inner client's call (FastProduce
+ * itself, Python paths through enter()/leave()): a core that clears `ready`
+ * waits for it to reach 0 before it relies on nothing more being enqueued
+ * under the old layout. */
+typedef struct {
+    PyObject_HEAD
+    char ready;
+    Py_ssize_t inflight;
+    PyObject *fn;
+    PyObject *stamp;
+} ProducerRoute;
+
+static PyTypeObject ProducerRouteType;
+
+static PyObject *
+pr_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"fn", NULL};
+    PyObject *fn = Py_None;
+    ProducerRoute *self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:ProducerRoute", kwlist, &fn))
+        return NULL;
+    self = (ProducerRoute *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->stamp = PySet_New(NULL);
+    if (self->stamp == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->fn = Py_NewRef(fn);
+    return (PyObject *)self;
+}
+
+static int
+pr_traverse(ProducerRoute *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->fn);
+    Py_VISIT(self->stamp);
+    return 0;
+}
+
+static int
+pr_clear(ProducerRoute *self)
+{
+    Py_CLEAR(self->fn);
+    Py_CLEAR(self->stamp);
+    return 0;
+}
+
+static void
+pr_dealloc(ProducerRoute *self)
+{
+    PyObject_GC_UnTrack(self);
+    pr_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+pr_get_ready(ProducerRoute *self, void *closure)
+{
+    return PyBool_FromLong(self->ready);
+}
+
+static int
+pr_set_ready(ProducerRoute *self, PyObject *value, void *closure)
+{
+    int v;
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete ready");
+        return -1;
+    }
+    v = PyObject_IsTrue(value);
+    if (v < 0)
+        return -1;
+    self->ready = (char)v;
+    return 0;
+}
+
+static PyObject *
+pr_get_fn(ProducerRoute *self, void *closure)
+{
+    return Py_NewRef(self->fn ? self->fn : Py_None);
+}
+
+static int
+pr_set_fn(ProducerRoute *self, PyObject *value, void *closure)
+{
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete fn");
+        return -1;
+    }
+    {
+        PyObject *old = self->fn;
+        self->fn = Py_NewRef(value);
+        Py_XDECREF(old);
+    }
+    return 0;
+}
+
+static PyObject *
+pr_repr(ProducerRoute *self)
+{
+    return PyUnicode_FromFormat("ProducerRoute(ready=%s, fn=%R, stamp=%R, inflight=%zd)",
+                                self->ready ? "True" : "False", self->fn ? self->fn : Py_None, self->stamp,
+                                self->inflight);
+}
+
+static PyObject *
+pr_enter(ProducerRoute *self, PyObject *Py_UNUSED(ignored))
+{
+    self->inflight++;
+    return PyBool_FromLong(self->ready);
+}
+
+static PyObject *
+pr_leave(ProducerRoute *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->inflight <= 0) {
+        PyErr_SetString(PyExc_RuntimeError, "ProducerRoute.leave() without enter()");
+        return NULL;
+    }
+    self->inflight--;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef pr_methods[] = {
+    {"enter", (PyCFunction)pr_enter, METH_NOARGS,
+     "enter($self, /)\n--\n\nCount a sender in (before it checks ready); returns ready."},
+    {"leave", (PyCFunction)pr_leave, METH_NOARGS,
+     "leave($self, /)\n--\n\nCount a sender out (after its inner call returned)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef pr_members[] = {
+    {"stamp", T_OBJECT_EX, offsetof(ProducerRoute, stamp), READONLY,
+     "set of partitions whose keyed records take the slow path (empty in the steady state)"},
+    {"inflight", T_PYSSIZET, offsetof(ProducerRoute, inflight), READONLY,
+     "senders past their ready check whose inner call has not returned"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef pr_getset[] = {
+    {"ready", (getter)pr_get_ready, (setter)pr_set_ready, "keyed records may go straight out", NULL},
+    {"fn", (getter)pr_get_fn, (setter)pr_set_fn, "key (bytes) -> partition of the current layout", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(pr_doc, "ProducerRoute(fn=None)\n--\n\n"
+                     "A managed topic's per-record state: ready, fn, stamp (a set), inflight.");
+
+static PyTypeObject ProducerRouteType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafka_ordered._speedups.ProducerRoute",
+    .tp_basicsize = sizeof(ProducerRoute),
+    .tp_dealloc = (destructor)pr_dealloc,
+    .tp_repr = (reprfunc)pr_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = pr_doc,
+    .tp_traverse = (traverseproc)pr_traverse,
+    .tp_clear = (inquiry)pr_clear,
+    .tp_methods = pr_methods,
+    .tp_members = pr_members,
+    .tp_getset = pr_getset,
+    .tp_new = pr_new,
+};
+
+/* FastProduce(produce, slow, routes): the per-record path of OrderedProducer.
+ *
+ * Called like confluent_kafka.Producer.produce. The common case -- a str
+ * topic whose route in `routes` is ready, a bytes or str key, value and
+ * key positional or as keywords, maybe on_delivery/callback, timestamp,
+ * headers, partition=-1 as keywords -- computes the partition (inline for a
+ * LinearPartitioner) and calls produce(topic, value, key, partition[,
+ * callback][, timestamp=..., headers=...]) through vectorcall.
+ * Every other call, and a key whose partition is in the route's `stamp`,
+ * goes to slow(...) with the arguments unchanged. Nothing between the ready
+ * check and the inner call runs Python code or releases the GIL, and
+ * `inflight` covers the inner call in case it does. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *produce;
+    PyObject *slow;
+    PyObject *routes;
+    /* The last topic looked up and its route (strong references): callers
+     * pass the same str object over and over. A route is never replaced in
+     * `routes` once set (the core creates it with the topic's state). */
+    PyObject *last_topic, *last_route;
+    PyObject *weakrefs;
+} FastProduce;
+
+static PyObject *KW_TOPIC, *KW_VALUE, *KW_KEY, *KW_ON_DELIVERY, *KW_CALLBACK, *KW_PARTITION, *KW_TIMESTAMP, *KW_HEADERS;
+static PyObject *KWN_TIMESTAMP, *KWN_HEADERS, *KWN_BOTH; /* kwnames tuples for the inner call */
+
+/* partition=-1: "not set" */
+static int
+is_minus_one(PyObject *v)
+{
+    int overflow;
+    return PyLong_CheckExact(v) && PyLong_AsLongAndOverflow(v, &overflow) == -1 && !overflow;
+}
+
+static int
+kw_is(PyObject *name, PyObject *interned)
+{
+    return name == interned || (PyUnicode_Check(name) && PyUnicode_Compare(name, interned) == 0);
+}
+
+static PyObject *
+fp_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastProduce *self = (FastProduce *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, i, len;
+    PyObject *topic = NULL, *value = Py_None, *key = NULL, *cb = NULL, *cb2 = NULL, *ts = NULL, *hdrs = NULL;
+    PyObject *route, *part, *res, *kwn;
+    PyObject *call[8];
+    Py_ssize_t n;
+    const char *data;
+    ProducerRoute *r;
+
+    /* produce(topic, value, key, partition, on_delivery, timestamp, headers, *, callback) */
+    if (nargs > 7)
+        goto slow;
+    topic = nargs > 0 ? args[0] : NULL;
+    if (nargs > 1)
+        value = args[1];
+    if (nargs > 2)
+        key = args[2];
+    if (nargs > 3 && !is_minus_one(args[3]))
+        goto slow;
+    if (nargs > 4)
+        cb = args[4];
+    if (nargs > 5)
+        ts = args[5];
+    if (nargs > 6)
+        hdrs = args[6];
+    for (i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
+        if (kw_is(name, KW_KEY) && nargs < 3)
+            key = v;
+        else if (kw_is(name, KW_TOPIC) && nargs < 1)
+            topic = v;
+        else if (kw_is(name, KW_VALUE) && nargs < 2)
+            value = v;
+        else if (kw_is(name, KW_ON_DELIVERY) && nargs < 5)
+            cb = v;
+        else if (kw_is(name, KW_CALLBACK))
+            cb2 = v;
+        else if (kw_is(name, KW_TIMESTAMP) && nargs < 6)
+            ts = v;
+        else if (kw_is(name, KW_HEADERS) && nargs < 7)
+            hdrs = v;
+        else if (kw_is(name, KW_PARTITION) && nargs < 4) {
+            if (!is_minus_one(v)) /* anything but "not set" is the slow path's to judge */
+                goto slow;
+        }
+        else
+            goto slow;
+    }
+    if (key == NULL || topic == NULL || !PyUnicode_CheckExact(topic))
+        goto slow;
+    if (PyBytes_CheckExact(key)) {
+        data = PyBytes_AS_STRING(key);
+        len = PyBytes_GET_SIZE(key);
+    }
+    else if (PyUnicode_CheckExact(key)) {
+        data = PyUnicode_AsUTF8AndSize(key, &len); /* what the client sends */
+        if (data == NULL) {
+            PyErr_Clear();
+            goto slow;
+        }
+    }
+    else
+        goto slow;
+    if (topic == self->last_topic)
+        route = self->last_route;
+    else {
+        route = PyDict_GetItemWithError(self->routes, topic);
+        if (route == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            goto slow;
+        }
+        if (!Py_IS_TYPE(route, &ProducerRouteType))
+            goto slow;
+        Py_INCREF(topic);
+        Py_INCREF(route);
+        Py_XDECREF(self->last_topic);
+        Py_XDECREF(self->last_route);
+        self->last_topic = topic;
+        self->last_route = route;
+    }
+    r = (ProducerRoute *)Py_NewRef(route);
+    r->inflight++;
+    if (!r->ready || r->fn == NULL || !Py_IS_TYPE(r->fn, &LinearPartitionerType))
+        goto route_slow;
+    {
+        LinearPartitioner *lp = (LinearPartitioner *)r->fn;
+        part = lp_bucket(lp, lp->fn((const unsigned char *)data, len));
+    }
+    if (part == NULL)
+        goto route_error;
+    if (PySet_GET_SIZE(r->stamp) > 0) {
+        int c = PySet_Contains(r->stamp, part);
+        if (c != 0) {
+            Py_DECREF(part);
+            if (c < 0)
+                goto route_error;
+            goto route_slow;
+        }
+    }
+    if (cb == NULL || cb == Py_None)
+        cb = cb2 == Py_None ? NULL : cb2;
+    call[1] = topic;
+    call[2] = value;
+    call[3] = key;
+    call[4] = part;
+    n = 4;
+    kwn = NULL;
+    if (ts != NULL || hdrs != NULL) {
+        call[5] = cb ? cb : Py_None;
+        n = 5;
+        if (ts != NULL)
+            call[1 + n++] = ts;
+        if (hdrs != NULL)
+            call[1 + n++] = hdrs;
+        kwn = ts == NULL ? KWN_HEADERS : hdrs == NULL ? KWN_TIMESTAMP : KWN_BOTH;
+        n -= PyTuple_GET_SIZE(kwn);
+    }
+    else if (cb != NULL)
+        call[1 + n++] = cb;
+    res = PyObject_Vectorcall(self->produce, call + 1, (size_t)n | PY_VECTORCALL_ARGUMENTS_OFFSET, kwn);
+    Py_DECREF(part);
+    r->inflight--;
+    Py_DECREF(r);
+    return res;
+
+route_error:
+    r->inflight--;
+    Py_DECREF(r);
+    return NULL;
+route_slow:
+    r->inflight--;
+    Py_DECREF(r);
+slow:
+    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+}
+
+static PyObject *
+fp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"produce", "slow", "routes", NULL};
+    PyObject *produce, *slow, *routes;
+    FastProduce *self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!:FastProduce", kwlist, &produce, &slow, &PyDict_Type, &routes))
+        return NULL;
+    if (!PyCallable_Check(produce) || !PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_TypeError, "produce and slow must be callable");
+        return NULL;
+    }
+    self = (FastProduce *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = fp_vectorcall;
+    self->produce = Py_NewRef(produce);
+    self->slow = Py_NewRef(slow);
+    self->routes = Py_NewRef(routes);
+    return (PyObject *)self;
+}
+
+static int
+fp_traverse(FastProduce *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->produce);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->routes);
+    Py_VISIT(self->last_route);
+    return 0;
+}
+
+static int
+fp_clear(FastProduce *self)
+{
+    Py_CLEAR(self->produce);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->routes);
+    Py_CLEAR(self->last_topic);
+    Py_CLEAR(self->last_route);
+    return 0;
+}
+
+static void
+fp_dealloc(FastProduce *self)
+{
+    PyObject_GC_UnTrack(self);
+    if (self->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    fp_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+fp_get_doc(FastProduce *self, void *closure)
+{
+    return PyObject_GetAttrString(self->slow, "__doc__");
+}
+
+static PyMemberDef fp_members[] = {
+    /* inspect.signature() follows __wrapped__: the slow path has the signature */
+    {"__wrapped__", T_OBJECT_EX, offsetof(FastProduce, slow), READONLY, NULL},
+    {"routes", T_OBJECT_EX, offsetof(FastProduce, routes), READONLY, NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(FastProduce, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef fp_getset[] = {
+    {"__doc__", (getter)fp_get_doc, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject FastProduceType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafka_ordered._speedups.FastProduce",
+    .tp_basicsize = sizeof(FastProduce),
+    .tp_dealloc = (destructor)fp_dealloc,
+    .tp_vectorcall_offset = offsetof(FastProduce, vectorcall),
+    .tp_weaklistoffset = offsetof(FastProduce, weakrefs),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_traverse = (traverseproc)fp_traverse,
+    .tp_clear = (inquiry)fp_clear,
+    .tp_members = fp_members,
+    .tp_getset = fp_getset,
+    .tp_new = fp_new,
+};
+
+/* ---- Method: a class attribute that calls a per-instance implementation ---
+ *
+ * Method(function, attr): placed in a class in place of `function` (a plain
+ * method, whose signature and docstring it shows through __wrapped__), it
+ * calls getattr(self, attr)(*args, **kwargs) -- for OrderedProducer.produce,
+ * the instance's FastProduce -- without a Python frame and without the
+ * interpreter's slow path for an attribute that shadows a method on each
+ * instance: as a method descriptor, `obj.method(...)` reaches vectorcall
+ * with self as the first argument. The last instance's implementation is
+ * remembered (weakly), so `attr` must not be rebound on an instance after
+ * its first call. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *function;
+    PyObject *attr;
+    PyObject *dict; /* __doc__, __name__, ... copied from function */
+    /* The last instance and its implementation, both held weakly (the
+     * implementation refers back to the instance: a strong reference here
+     * would keep the last instance, and its client, alive). */
+    PyObject *cached_obj_ref;
+    PyObject *cached_impl_ref;
+} Method;
+
+/* The object a weak reference points to (borrowed), or NULL when dead. */
+static PyObject *
+weak_target(PyObject *ref)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *obj = NULL;
+    if (PyWeakref_GetRef(ref, &obj) <= 0)
+        return NULL;
+    Py_DECREF(obj); /* still referenced by the caller's frame */
+    return obj;
+#else
+    PyObject *obj = PyWeakref_GET_OBJECT(ref);
+    return obj == Py_None ? NULL : obj;
+#endif
+}
+
+static PyObject *
+method_impl(Method *self, PyObject *obj)
+{
+    PyObject *impl, *obj_ref, *impl_ref;
+    if (self->cached_obj_ref != NULL && weak_target(self->cached_obj_ref) == obj) {
+        impl = weak_target(self->cached_impl_ref);
+        if (impl != NULL)
+            return Py_NewRef(impl);
+    }
+    impl = PyObject_GetAttr(obj, self->attr);
+    if (impl == NULL)
+        return NULL;
+    obj_ref = PyWeakref_NewRef(obj, NULL);
+    impl_ref = obj_ref == NULL ? NULL : PyWeakref_NewRef(impl, NULL);
+    if (impl_ref == NULL) { /* not weakly referenceable: no cache */
+        PyErr_Clear();
+        Py_XDECREF(obj_ref);
+        return impl;
+    }
+    Py_XSETREF(self->cached_obj_ref, obj_ref);
+    Py_XSETREF(self->cached_impl_ref, impl_ref);
+    return impl;
+}
+
+static PyObject *
+method_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Method *self = (Method *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *impl, *res;
+    if (nargs < 1) {
+        PyErr_Format(PyExc_TypeError, "%R needs its instance as the first argument", self->function);
+        return NULL;
+    }
+    impl = method_impl(self, args[0]);
+    if (impl == NULL)
+        return NULL;
+    res = PyObject_Vectorcall(impl, args + 1, (size_t)(nargs - 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+    Py_DECREF(impl);
+    return res;
+}
+
+static PyObject *
+method_descr_get(PyObject *op, PyObject *obj, PyObject *type)
+{
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(op);
+    return method_impl((Method *)op, obj);
+}
+
+static PyObject *
+method_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"function", "attr", NULL};
+    PyObject *function, *attr, *fdict;
+    Method *self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OU:Method", kwlist, &function, &attr))
+        return NULL;
+    if (!PyCallable_Check(function)) {
+        PyErr_SetString(PyExc_TypeError, "function must be callable");
+        return NULL;
+    }
+    self = (Method *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = method_vectorcall;
+    self->function = Py_NewRef(function);
+    self->attr = Py_NewRef(attr);
+    PyUnicode_InternInPlace(&self->attr);
+    self->dict = PyDict_New();
+    if (self->dict == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    /* functools.update_wrapper's attributes, so help() and inspect see the method */
+    {
+        static const char *names[] = {"__module__", "__name__", "__qualname__", "__doc__", NULL};
+        int i;
+        for (i = 0; names[i] != NULL; i++) {
+            PyObject *v = PyObject_GetAttrString(function, names[i]);
+            if (v == NULL) {
+                PyErr_Clear();
+                continue;
+            }
+            if (PyDict_SetItemString(self->dict, names[i], v) < 0) {
+                Py_DECREF(v);
+                Py_DECREF(self);
+                return NULL;
+            }
+            Py_DECREF(v);
+        }
+        fdict = PyObject_GetAttrString(function, "__dict__");
+        if (fdict == NULL)
+            PyErr_Clear();
+        else {
+            if (PyDict_Check(fdict) && PyDict_Update(self->dict, fdict) < 0) {
+                Py_DECREF(fdict);
+                Py_DECREF(self);
+                return NULL;
+            }
+            Py_DECREF(fdict);
+        }
+        if (PyDict_SetItemString(self->dict, "__wrapped__", function) < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    return (PyObject *)self;
+}
+
+static int
+method_traverse(Method *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->function);
+    Py_VISIT(self->attr);
+    Py_VISIT(self->dict);
+    Py_VISIT(self->cached_obj_ref);
+    Py_VISIT(self->cached_impl_ref);
+    return 0;
+}
+
+static int
+method_clear(Method *self)
+{
+    Py_CLEAR(self->function);
+    Py_CLEAR(self->attr);
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->cached_obj_ref);
+    Py_CLEAR(self->cached_impl_ref);
+    return 0;
+}
+
+static void
+method_dealloc(Method *self)
+{
+    PyObject_GC_UnTrack(self);
+    method_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+method_repr(Method *self)
+{
+    return PyUnicode_FromFormat("<method %R through instance attribute %R>", self->function, self->attr);
+}
+
+static PyMemberDef method_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Method, vectorcall), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(Method, dict), READONLY, NULL},
+    {"attr", T_OBJECT_EX, offsetof(Method, attr), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject MethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafka_ordered._speedups.Method",
+    .tp_basicsize = sizeof(Method),
+    .tp_dealloc = (destructor)method_dealloc,
+    .tp_vectorcall_offset = offsetof(Method, vectorcall),
+    .tp_repr = (reprfunc)method_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "Method(function, attr)\n--\n\nA method calling getattr(self, attr) (see _speedups.c).",
+    .tp_traverse = (traverseproc)method_traverse,
+    .tp_clear = (inquiry)method_clear,
+    .tp_members = method_members,
+    .tp_descr_get = method_descr_get,
+    .tp_dictoffset = offsetof(Method, dict),
+    .tp_new = method_new,
+};
+
+/* ---- the consumer's fetch path -------------------------------------------- */
+
+/* time.monotonic(), in seconds: the clock the Python side computes deadlines
+ * with (before 3.13 only through CPython's internal _PyTime API). */
+static double
+monotonic_s(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyTime_t t;
+    if (PyTime_MonotonicRaw(&t) < 0)
+        return -1.0;
+    return PyTime_AsSecondsDouble(t);
+#else
+    return _PyTime_AsSecondsDouble(_PyTime_GetMonotonicClock());
+#endif
+}
+
+/* Calm: whether a consumer may skip its gating core for a while (see
+ * kafka_ordered._gating). quiet: nothing pending; until: the deadline
+ * (monotonic seconds: the next auto-commit) before which a fetch may be
+ * returned untouched; expected: {(topic, partition): next offset} of the
+ * causal-token rule (shared with kafka_ordered._freshness); managed: the
+ * topics with a layout, whose records are checked (see calm_admits). */
+typedef struct {
+    PyObject_HEAD
+    char quiet;
+    double until;
+    PyObject *expected;
+    PyObject *managed;
+} Calm;
+
+static PyObject *
+calm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    Calm *self;
+    if (PyTuple_GET_SIZE(args) || (kwds != NULL && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "Calm() takes no arguments");
+        return NULL;
+    }
+    self = (Calm *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->quiet = 0;
+    self->until = -Py_HUGE_VAL;
+    self->expected = PyDict_New();
+    self->managed = PyFrozenSet_New(NULL);
+    if (self->expected == NULL || self->managed == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int
+calm_traverse(Calm *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->expected);
+    Py_VISIT(self->managed);
+    return 0;
+}
+
+static int
+calm_clear(Calm *self)
+{
+    Py_CLEAR(self->expected);
+    Py_CLEAR(self->managed);
+    return 0;
+}
+
+static void
+calm_dealloc(Calm *self)
+{
+    PyObject_GC_UnTrack(self);
+    calm_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+calm_get_quiet(Calm *self, void *closure)
+{
+    return PyBool_FromLong(self->quiet);
+}
+
+static int
+calm_set_quiet(Calm *self, PyObject *value, void *closure)
+{
+    int v;
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete quiet");
+        return -1;
+    }
+    v = PyObject_IsTrue(value);
+    if (v < 0)
+        return -1;
+    self->quiet = (char)v;
+    return 0;
+}
+
+static PyObject *
+calm_get_expected(Calm *self, void *closure)
+{
+    return Py_NewRef(self->expected);
+}
+
+static int
+calm_set_expected(Calm *self, PyObject *value, void *closure)
+{
+    if (value == NULL || !PyDict_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "expected must be a dict");
+        return -1;
+    }
+    Py_SETREF(self->expected, Py_NewRef(value));
+    return 0;
+}
+
+static PyObject *
+calm_get_managed(Calm *self, void *closure)
+{
+    return Py_NewRef(self->managed);
+}
+
+static int
+calm_set_managed(Calm *self, PyObject *value, void *closure)
+{
+    if (value == NULL || !PyAnySet_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "managed must be a set or frozenset");
+        return -1;
+    }
+    Py_SETREF(self->managed, Py_NewRef(value));
+    return 0;
+}
+
+static PyMemberDef calm_members[] = {
+    {"until", T_DOUBLE, offsetof(Calm, until), 0, "monotonic deadline for returning fetches untouched"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef calm_getset[] = {
+    {"quiet", (getter)calm_get_quiet, (setter)calm_set_quiet, "no gating work pending", NULL},
+    {"expected", (getter)calm_get_expected, (setter)calm_set_expected,
+     "{(topic, partition): next offset expected} (a dict)", NULL},
+    {"managed", (getter)calm_get_managed, (setter)calm_set_managed, "topics whose records are checked (a set)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject CalmType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafka_ordered._speedups.Calm",
+    .tp_basicsize = sizeof(Calm),
+    .tp_dealloc = (destructor)calm_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)calm_traverse,
+    .tp_clear = (inquiry)calm_clear,
+    .tp_doc = "Calm()\n--\n\nquiet, until, expected, managed (see kafka_ordered._fastpath).",
+    .tp_members = calm_members,
+    .tp_getset = calm_getset,
+    .tp_new = calm_new,
+};
+
+
+static PyObject *S_ERROR, *S_HEADERS, *S_TOPIC, *S_PARTITION, *S_OFFSET, *S_STAMP_HEADER;
+
+/* Whether a header list holds the kafka-ordered.reg header (1), not (0), or
+ * has a shape we do not know (1: the caller's slow path decides). */
+static int
+has_stamp_header(PyObject *h)
+{
+    Py_ssize_t i, n;
+    if (!PyList_Check(h))
+        return 1;
+    n = PyList_GET_SIZE(h);
+    for (i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(h, i), *name;
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 1)
+            return 1;
+        name = PyTuple_GET_ITEM(t, 0);
+        if (!PyUnicode_Check(name))
+            return 1;
+        if (PyUnicode_Compare(name, S_STAMP_HEADER) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static PyObject *
+call0(PyObject *m, PyObject *name)
+{
+    return PyObject_VectorcallMethod(name, &m, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* The causal-token check of a calm fetch (confluent-kafka Messages): 1 when
+ * every record may be returned untouched (no error, no kafka-ordered.reg
+ * header; every record of a managed topic at the next offset expected for
+ * its partition), after which the expected offsets are moved past the fetch;
+ * 0 (nothing changed) when the caller must take the full path; -1 on error. */
+static int
+calm_admits(Calm *calm, PyObject *res)
+{
+    PyObject *one[1], **items, *ends = NULL, *key = NULL, *prev_topic = NULL;
+    Py_ssize_t n, i;
+    long long prev_part = -1, prev_off = -1;
+    int ok = 1;
+    if (PyList_CheckExact(res)) {
+        items = PySequence_Fast_ITEMS(res);
+        n = PyList_GET_SIZE(res);
+    } else {
+        one[0] = res;
+        items = one;
+        n = 1;
+    }
+    Py_INCREF(res);
+    for (i = 0; i < n && ok == 1; i++) {
+        PyObject *m = items[i], *v, *topic = NULL, *part = NULL, *off = NULL;
+        long long p, o;
+        int c;
+        v = call0(m, S_ERROR);
+        if (v == NULL) { ok = -1; break; }
+        c = v != Py_None;
+        Py_DECREF(v);
+        if (c) { ok = 0; break; }
+        v = call0(m, S_HEADERS);
+        if (v == NULL) { ok = -1; break; }
+        c = v != Py_None && has_stamp_header(v);
+        Py_DECREF(v);
+        if (c) { ok = 0; break; }
+        topic = call0(m, S_TOPIC);
+        if (topic == NULL) { ok = -1; break; }
+        c = PySet_Contains(calm->managed, topic);
+        if (c <= 0) {
+            Py_DECREF(topic);
+            if (c < 0) { ok = -1; break; }
+            continue;
+        }
+        part = call0(m, S_PARTITION);
+        off = part ? call0(m, S_OFFSET) : NULL;
+        if (off == NULL || !PyLong_Check(part) || !PyLong_Check(off)) {
+            ok = off == NULL ? -1 : 0;
+            Py_DECREF(topic);
+            Py_XDECREF(part);
+            Py_XDECREF(off);
+            break;
+        }
+        p = PyLong_AsLongLong(part);
+        o = PyLong_AsLongLong(off);
+        Py_DECREF(off);
+        if (prev_topic != NULL && p == prev_part && PyUnicode_Compare(topic, prev_topic) == 0) {
+            Py_DECREF(part);
+            Py_DECREF(topic);
+            if (o != prev_off + 1) { ok = 0; break; }
+            prev_off = o;
+            continue;
+        }
+        /* a new run: the previous one ends; this one must start where expected */
+        if (key != NULL) {
+            PyObject *nxt = PyLong_FromLongLong(prev_off + 1), *pair;
+            if (ends == NULL)
+                ends = PyList_New(0);
+            pair = nxt && ends ? PyTuple_Pack(2, key, nxt) : NULL;
+            Py_XDECREF(nxt);
+            if (pair == NULL || PyList_Append(ends, pair) < 0) {
+                Py_XDECREF(pair);
+                Py_DECREF(part);
+                Py_DECREF(topic);
+                ok = -1;
+                break;
+            }
+            Py_DECREF(pair);
+            Py_CLEAR(key);
+        }
+        key = PyTuple_Pack(2, topic, part);
+        Py_DECREF(part);
+        Py_XSETREF(prev_topic, topic);
+        if (key == NULL) { ok = -1; break; }
+        v = PyDict_GetItemWithError(calm->expected, key); /* borrowed */
+        if (v == NULL) {
+            ok = PyErr_Occurred() ? -1 : 0;
+            break;
+        }
+        if (!PyLong_Check(v) || PyLong_AsLongLong(v) != o) { ok = 0; break; }
+        prev_part = p;
+        prev_off = o;
+    }
+    if (ok == 1 && key != NULL) {
+        Py_ssize_t j, m;
+        PyObject *nxt = PyLong_FromLongLong(prev_off + 1);
+        if (nxt == NULL || PyDict_SetItem(calm->expected, key, nxt) < 0)
+            ok = -1;
+        Py_XDECREF(nxt);
+        m = ends ? PyList_GET_SIZE(ends) : 0;
+        for (j = 0; j < m && ok == 1; j++) {
+            PyObject *pair = PyList_GET_ITEM(ends, j);
+            if (PyDict_SetItem(calm->expected, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1)) < 0)
+                ok = -1;
+        }
+    }
+    Py_XDECREF(key);
+    Py_XDECREF(prev_topic);
+    Py_XDECREF(ends);
+    Py_DECREF(res);
+    return ok;
+}
+
+/* FastFetch(fetch, slow, after, idle, calm): a consumer's poll/consume.
+ * Unless calm.quiet: slow(...) with the arguments unchanged. Else fetch(...)
+ * with them, then, reading the clock once: before calm.until (and still
+ * quiet) the result is returned untouched when empty or when calm_admits
+ * it, else through after(result); past it an empty result (None,
+ * [] or {}) is returned after idle() (the per-poll work, nothing being in
+ * hand), any other goes through after(result). */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *fetch;
+    PyObject *slow;
+    PyObject *after;
+    PyObject *idle;
+    Calm *calm;
+    PyObject *weakrefs;
+} FastFetch;
+
+static int
+empty_result(PyObject *r)
+{
+    return r == Py_None || (PyList_CheckExact(r) && PyList_GET_SIZE(r) == 0) ||
+           (PyDict_CheckExact(r) && PyDict_GET_SIZE(r) == 0);
+}
+
+static PyObject *
+ff_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastFetch *self = (FastFetch *)op;
+    Calm *calm = self->calm;
+    PyObject *res, *out;
+    if (!calm->quiet)
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    res = PyObject_Vectorcall(self->fetch, args, nargsf, kwnames);
+    if (res == NULL)
+        return NULL;
+    if (calm->quiet && monotonic_s() < calm->until) {
+        int ok;
+        if (empty_result(res))
+            return res;
+        ok = calm_admits(calm, res);
+        if (ok < 0) {
+            Py_DECREF(res);
+            return NULL;
+        }
+        if (ok)
+            return res;
+        out = PyObject_CallOneArg(self->after, res);
+        Py_DECREF(res);
+        return out;
+    }
+    if (empty_result(res)) {
+        out = PyObject_CallNoArgs(self->idle);
+        if (out == NULL) {
+            Py_DECREF(res);
+            return NULL;
+        }
+        Py_DECREF(out);
+        return res;
+    }
+    out = PyObject_CallOneArg(self->after, res);
+    Py_DECREF(res);
+    return out;
+}
+
+static PyObject *
+ff_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"fetch", "slow", "after", "idle", "calm", NULL};
+    PyObject *fetch, *slow, *after, *idle, *calm;
+    FastFetch *self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO!:FastFetch", kwlist, &fetch, &slow, &after, &idle,
+                                     &CalmType, &calm))
+        return NULL;
+    if (!PyCallable_Check(fetch) || !PyCallable_Check(slow) || !PyCallable_Check(after) || !PyCallable_Check(idle)) {
+        PyErr_SetString(PyExc_TypeError, "fetch, slow, after and idle must be callable");
+        return NULL;
+    }
+    self = (FastFetch *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = ff_vectorcall;
+    self->fetch = Py_NewRef(fetch);
+    self->slow = Py_NewRef(slow);
+    self->after = Py_NewRef(after);
+    self->idle = Py_NewRef(idle);
+    self->calm = (Calm *)Py_NewRef(calm);
+    return (PyObject *)self;
+}
+
+static int
+ff_traverse(FastFetch *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->fetch);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->after);
+    Py_VISIT(self->idle);
+    Py_VISIT(self->calm);
+    return 0;
+}
+
+static int
+ff_clear(FastFetch *self)
+{
+    Py_CLEAR(self->fetch);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->after);
+    Py_CLEAR(self->idle);
+    Py_CLEAR(self->calm);
+    return 0;
+}
+
+static void
+ff_dealloc(FastFetch *self)
+{
+    PyObject_GC_UnTrack(self);
+    if (self->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    ff_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+ff_get_doc(FastFetch *self, void *closure)
+{
+    return PyObject_GetAttrString(self->slow, "__doc__");
+}
+
+static PyMemberDef ff_members[] = {
+    {"__wrapped__", T_OBJECT_EX, offsetof(FastFetch, slow), READONLY, NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(FastFetch, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef ff_getset[] = {
+    {"__doc__", (getter)ff_get_doc, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject FastFetchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafka_ordered._speedups.FastFetch",
+    .tp_basicsize = sizeof(FastFetch),
+    .tp_dealloc = (destructor)ff_dealloc,
+    .tp_vectorcall_offset = offsetof(FastFetch, vectorcall),
+    .tp_weaklistoffset = offsetof(FastFetch, weakrefs),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_traverse = (traverseproc)ff_traverse,
+    .tp_clear = (inquiry)ff_clear,
+    .tp_members = ff_members,
+    .tp_getset = ff_getset,
+    .tp_new = ff_new,
+};
+
 /* ---- module ------------------------------------------------------------ */
 
 static PyMethodDef module_methods[] = {
@@ -420,12 +1538,47 @@ PyInit__speedups(void)
     crc32_init();
     if (PyType_Ready(&LinearPartitionerType) < 0)
         return NULL;
+    if (PyType_Ready(&ProducerRouteType) < 0 || PyType_Ready(&FastProduceType) < 0 || PyType_Ready(&MethodType) < 0 ||
+        PyType_Ready(&CalmType) < 0 || PyType_Ready(&FastFetchType) < 0)
+        return NULL;
+    KW_TOPIC = PyUnicode_InternFromString("topic");
+    KW_VALUE = PyUnicode_InternFromString("value");
+    KW_KEY = PyUnicode_InternFromString("key");
+    KW_ON_DELIVERY = PyUnicode_InternFromString("on_delivery");
+    KW_CALLBACK = PyUnicode_InternFromString("callback");
+    KW_PARTITION = PyUnicode_InternFromString("partition");
+    KW_TIMESTAMP = PyUnicode_InternFromString("timestamp");
+    KW_HEADERS = PyUnicode_InternFromString("headers");
+    if (!KW_TOPIC || !KW_VALUE || !KW_KEY || !KW_ON_DELIVERY || !KW_CALLBACK || !KW_PARTITION || !KW_TIMESTAMP || !KW_HEADERS)
+        return NULL;
+    S_ERROR = PyUnicode_InternFromString("error");
+    S_HEADERS = PyUnicode_InternFromString("headers");
+    S_TOPIC = PyUnicode_InternFromString("topic");
+    S_PARTITION = PyUnicode_InternFromString("partition");
+    S_OFFSET = PyUnicode_InternFromString("offset");
+    S_STAMP_HEADER = PyUnicode_InternFromString("kafka-ordered.reg");
+    if (!S_ERROR || !S_HEADERS || !S_TOPIC || !S_PARTITION || !S_OFFSET || !S_STAMP_HEADER)
+        return NULL;
+    KWN_TIMESTAMP = PyTuple_Pack(1, KW_TIMESTAMP);
+    KWN_HEADERS = PyTuple_Pack(1, KW_HEADERS);
+    KWN_BOTH = PyTuple_Pack(2, KW_TIMESTAMP, KW_HEADERS);
+    if (!KWN_TIMESTAMP || !KWN_HEADERS || !KWN_BOTH)
+        return NULL;
     m = PyModule_Create(&speedups_module);
     if (m == NULL)
         return NULL;
-    Py_INCREF(&LinearPartitionerType);
-    if (PyModule_AddObject(m, "LinearPartitioner", (PyObject *)&LinearPartitionerType) < 0) {
-        Py_DECREF(&LinearPartitionerType);
+    /* Bumped whenever kafka_ordered needs something this module did not
+     * have: a stale build is then refused (kafka_ordered._hashing). */
+    if (PyModule_AddIntConstant(m, "API", SPEEDUPS_API) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddObjectRef(m, "LinearPartitioner", (PyObject *)&LinearPartitionerType) < 0 ||
+        PyModule_AddObjectRef(m, "ProducerRoute", (PyObject *)&ProducerRouteType) < 0 ||
+        PyModule_AddObjectRef(m, "FastProduce", (PyObject *)&FastProduceType) < 0 ||
+        PyModule_AddObjectRef(m, "Method", (PyObject *)&MethodType) < 0 ||
+        PyModule_AddObjectRef(m, "Calm", (PyObject *)&CalmType) < 0 ||
+        PyModule_AddObjectRef(m, "FastFetch", (PyObject *)&FastFetchType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

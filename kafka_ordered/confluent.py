@@ -18,14 +18,18 @@ carry the gates: a member that commits rarely delays other partitions.
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 import time
+from itertools import compress
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from . import _log
+from ._fastpath import fast_fetch, fast_produce, method
 from ._gating import GatingCore, GatingOptions
 from ._ports import TP, Stamp
 from ._registering import RegisteringCore, RegistrationRecord
@@ -142,10 +146,10 @@ class OrderedProducer:
         self._shared = shared
         self._core = RegisteringCore(self._port, shared, opts)
         self._core.transactional = bool(conf.get("transactional.id"))
-        self._states = self._core.states
         self._raw_produce = self._producer.produce
-        self._fast_acquire, self._fast_release = self._core.fast_lock.acquire, self._core.fast_lock.release
         self._closed = False
+        # The per-record path (see produce()).
+        self._fast_produce = fast_produce(self._raw_produce, self._produce, self._core.routes)
 
     @property
     def producer(self) -> Producer:
@@ -182,29 +186,13 @@ class OrderedProducer:
     def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
                 on_delivery: Optional[Callable[..., None]] = None, timestamp: int = 0,
                 headers: Any = None, *, callback: Optional[Callable[..., None]] = None) -> None:
-        """Same as ``confluent_kafka.Producer.produce``; see the class docstring."""
-        st = self._states.get(topic)
-        if st is not None and st.ready and key.__class__ is bytes and partition == -1 and not timestamp \
-                and headers is None:
-            # The per-record path: registered, current, nothing buffered. Keyword
-            # arguments cost the C call a microsecond, so none are passed here.
-            cb = on_delivery or callback
-            self._fast_acquire()  # cheaper than ``with`` (about half, measured)
-            try:
-                if st.ready:
-                    p = st.fn(key)  # type: ignore[misc]
-                    if p not in st.stamped:  # stamped records take route() (rare: first ones after a switch)
-                        if cb is None:
-                            self._raw_produce(topic, value, key, p)
-                        else:
-                            self._raw_produce(topic, value, key, p, cb)
-                        return
-            finally:
-                self._fast_release()
-        self._produce_slow(topic, value, key, partition, on_delivery or callback, timestamp, headers)
+        """Same as ``confluent_kafka.Producer.produce``; see the class docstring.
 
-    def _produce_slow(self, topic: str, value: Any, key: Any, partition: Optional[int],
-                      cb: Optional[Callable[..., None]], timestamp: int, headers: Any) -> None:
+        A call goes to the instance's per-record path first
+        (:func:`kafka_ordered._fastpath.fast_produce`, C when the speed-ups
+        are enabled), which sends the common case itself and hands every
+        other call, unchanged, to this method's body."""
+        cb = on_delivery if on_delivery is not None else callback
         st = self._core.state(topic)
         if partition is None:
             partition = -1
@@ -221,6 +209,10 @@ class OrderedProducer:
             kb = key if type(key) is bytes else key.encode("utf-8") if isinstance(key, str) else _as_bytes(key)
         self._core.retry(topic, st)
         self._core.route(topic, st, kb, (value, key, cb, timestamp, headers))
+
+    _produce = produce
+    if not TYPE_CHECKING:  # the method as written above, dispatched to the per-record path first
+        produce = method(produce, "_fast_produce")
 
     def produce_batch(self, topic: str, messages: List[Dict[str, Any]], partition: int = -1,
                       on_delivery: Optional[Callable[..., None]] = None,
@@ -347,6 +339,12 @@ def _tp(m: Message) -> TP:
     return (m.topic(), m.partition())  # type: ignore[return-value]
 
 
+_partition = Message.partition
+_topic = Message.topic
+_error = Message.error
+_is_none = functools.partial(operator.is_, None)
+
+
 class _ConsumerPort:
     """:class:`~kafka_ordered._ports.ConsumerPort` over a confluent ``Consumer``."""
 
@@ -417,6 +415,12 @@ class OrderedConsumer:
         options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto.offset.reset", "latest")))
         self._core = GatingCore(_ConsumerPort(self._consumer, options.timeout), shared.follower, shared.offsets,
                                 options)
+        self._raw_poll = consumer.poll
+        self._raw_consume = consumer.consume
+        calm = self._core.calm
+        self._fast_poll = fast_fetch(consumer.poll, self._poll, self._poll_fetched, self._core.idle, calm)
+        self._fast_consume = fast_fetch(consumer.consume, self._consume_method, self._consume_fetched,
+                                        self._core.idle, calm)
         self._group_id = str(conf["group.id"])
         self._user_cbs: Dict[str, Optional[Callable[..., None]]] = {}
         self._closed = False
@@ -574,50 +578,103 @@ class OrderedConsumer:
     # -- consuming
 
     def poll(self, timeout: float = -1) -> Optional[Message]:
-        """``Consumer.poll``: the next deliverable message, or ``None``."""
+        """``Consumer.poll``: the next deliverable message, or ``None``.
+
+        A call goes to the instance's fetch path first
+        (:func:`kafka_ordered._fastpath.fast_fetch`): while this member has
+        no gating work pending it is the client's own ``poll``, message
+        untouched; otherwise this method's body runs."""
         msgs = self._consume(1, timeout)
         return msgs[0] if msgs else None
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> List[Message]:
-        """``Consumer.consume``: up to ``num_messages`` deliverable messages."""
+        """``Consumer.consume``: up to ``num_messages`` deliverable messages
+        (the client's own list when nothing needs gating; see :meth:`poll`)."""
         return self._consume(num_messages, timeout)
+
+    def _poll_fetched(self, m: Message) -> Optional[Message]:
+        self._core.fetched_late()
+        got = self._deliverable([m])
+        return got[0] if got else None
+
+    def _consume_fetched(self, raw: List[Message]) -> List[Message]:
+        self._core.fetched_late()
+        return self._deliverable(raw)
+
+    _poll = poll
+    _consume_method = consume
+    if not TYPE_CHECKING:  # the methods as written above, dispatched to the fetch path first
+        poll = method(poll, "_fast_poll")
+        consume = method(consume, "_fast_consume")
 
     def _consume(self, num: int, timeout: Optional[float]) -> List[Message]:
         core = self._core
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         core.begin_poll()
-        out: List[Message] = []
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             chunk = core.poll_chunk(left)
-            raw = self._consumer.consume(num - len(out), -1 if chunk is None else chunk)
-            if raw:
-                i = 0
-                try:
-                    core.ensure_fresh(self._runs(raw))
-                    watched = core.watched()
-                    if not watched:
-                        out.extend(raw)
-                    else:
-                        numbers = {p for _, p in watched}
-                        for i, m in enumerate(raw):
-                            p = m.partition()
-                            if p in numbers and m.error() is None:
-                                tp = (m.topic(), p)
-                                if tp in watched and not core.admit(tp, m.offset()):  # type: ignore[arg-type]
-                                    continue
-                            out.append(m)
-                except BaseException:
-                    # Nothing of this call reaches the application: fetch it again.
-                    first: Dict[TP, int] = {}
-                    for m in out + raw[i:]:
-                        if m.error() is None:
-                            first.setdefault(_tp(m), int(m.offset() or 0))
-                    core.rewind(first)
-                    raise
+            raw = self._raw_consume(num, -1 if chunk is None else chunk)
+            out = self._deliverable(raw) if raw else raw
             if out or (deadline is not None and time.monotonic() >= deadline):
+                core.settle()
                 return out
             core.maintain()
+
+    def _deliverable(self, raw: List[Message]) -> List[Message]:
+        """What may be delivered of one fetched batch: the batch itself when no
+        partition is watched (or only held ones, whose records librdkafka
+        drops after the hold's seek); else each watched partition's run of
+        records is cut at its gate (by bisection on offsets)."""
+        core = self._core
+        try:
+            core.ensure_fresh(self._runs(raw))
+            watched = core.watched()
+            if not watched:
+                return raw
+            inspect = core.to_inspect(watched)
+            if not inspect:
+                return raw
+            return self._cut(raw, inspect)
+        except BaseException:
+            # Nothing of this batch reaches the application: fetch it again.
+            first: Dict[TP, int] = {}
+            for m in raw:
+                if m.error() is None:
+                    first.setdefault(_tp(m), int(m.offset() or 0))
+            core.rewind(first)
+            raise
+
+    def _cut(self, raw: List[Message], watched: Set[TP]) -> List[Message]:
+        parts = list(map(_partition, raw))
+        numbers = {p for _, p in watched}
+        hits = [n for n in numbers if n in parts] if len(numbers) <= 8 else numbers.intersection(parts)
+        if not hits:
+            return raw
+        topics = {t for t, _ in self._core.owned}
+        names = list(map(_topic, raw)) if len(topics) > 1 else None
+        only = next(iter(topics)) if len(topics) == 1 else None
+        everything = range(len(raw))
+        mask: Optional[bytearray] = None
+        for n in hits:
+            idx = list(compress(everything, map(n.__eq__, parts)))
+            runs: Dict[TP, List[int]] = {}
+            if names is None:
+                runs[(only, n)] = idx  # type: ignore[index]
+            else:
+                for i in idx:
+                    runs.setdefault((str(names[i]), n), []).append(i)
+            for tp, ids in runs.items():
+                if tp not in watched:
+                    continue
+                ok = list(compress(ids, map(_is_none, map(_error, map(raw.__getitem__, ids)))))
+                n_ok = self._core.admit_run(tp, len(ok), lambda i: raw[ok[i]].offset())  # type: ignore[arg-type,return-value]
+                if n_ok < len(ok):
+                    if mask is None:
+                        mask = bytearray(b"\x01") * len(raw)
+                    for i in ok[n_ok:]:
+                        mask[i] = 0
+        return raw if mask is None else list(compress(raw, mask))
 
     def _runs(self, raw: List[Message]) -> List[Run]:
         """What ``raw`` holds per managed partition, for the causal-token rule
@@ -772,6 +829,7 @@ class OrderedConsumer:
             self._commit_before_losing(list(self._core.owned))
             self._consumer.close()
         finally:
+            self._core.close()
             self._shared.release()
 
     def __enter__(self) -> "OrderedConsumer":

@@ -15,8 +15,9 @@ neither has a second implementation.
 from __future__ import annotations
 
 import bisect
+import heapq
 from dataclasses import dataclass
-from typing import Any, Dict, FrozenSet, Iterable, List, Literal, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Literal, Mapping, Optional, Tuple
 
 from .history import Gate
 from .layout import Layout
@@ -154,90 +155,268 @@ def _gate_id(g: Gate) -> Tuple[int, int]:
     return (g.offset, g.partition)
 
 
-class GateKeeper:
-    """Incremental gate bookkeeping for one group member (pure state).
+class _Closed:
+    """A tracked closed gate: the gate, its unmet waits, since when, and the
+    serial number that tells its index entries from those of an earlier
+    tracking of the same gate (dropped, then added again)."""
 
-    The caller feeds gates from the layout history (:meth:`add_gates`) and
-    processed offsets (:meth:`update`), and asks how far a partition may be
-    delivered (:meth:`limit`), whether delivering a record must first be
-    announced with ``on_partition_key_assigned`` (:meth:`announce`), and which
-    owned sources crossed a pending wait (:meth:`crossed`).
+    __slots__ = ("gate", "unmet", "since", "since_wall", "serial")
+
+    def __init__(self, gate: Gate, since: float, since_wall: Optional[float], serial: int) -> None:
+        self.gate = gate
+        self.unmet = 0
+        self.since = since
+        self.since_wall = since_wall
+        self.serial = serial
+
+
+_Entry = Tuple[int, int, int, int]  # (wait or -wait or start, registration offset, target partition, serial)
+
+
+class GateKeeper:
+    """Incremental, indexed gate bookkeeping for one group member (pure state).
+
+    The caller decides the scope: it feeds the gates on partitions it
+    delivers (:meth:`add_gates`), the waits of gates elsewhere on partitions
+    it owns (:meth:`add_waits`), processed offsets of sources
+    (:meth:`update`), and forgets partitions it no longer owns
+    (:meth:`drop`). It asks how far a partition may be delivered
+    (:meth:`limit`), whether delivering a record must first be announced with
+    ``on_partition_key_assigned`` (:meth:`announce`), and which owned sources
+    crossed a pending wait (:meth:`crossed`).
+
+    Cost: every closed gate is indexed by its target (a heap on start) and by
+    each of its waits (per source, a heap of unmet and one of met waits), so
+    :meth:`update` does work for the sources whose processed offset changed
+    and the gates that opened, never for the gates that stay closed. An
+    opened gate is forgotten (only its start stays until announced); nothing
+    is kept for a partition without a closed gate, a pending announcement or
+    a pending hand-off wait.
 
     A gate that opened stays open (commits move forward; seeking a source
-    backwards does not re-close gates already passed).
+    backwards does not re-close gates already passed). A closed gate opens
+    when all its sources are processed far enough at the same time.
     """
 
     def __init__(self) -> None:
-        self._seen: Set[Tuple[int, int]] = set()
-        self._closed: Dict[TP, List[Gate]] = {}
-        self._since: Dict[Tuple[int, int], float] = {}
-        self._since_wall: Dict[Tuple[int, int], Optional[float]] = {}
+        self._gates: Dict[Tuple[int, int], _Closed] = {}
+        self._serial = 0
+        self._targets: Dict[TP, List[_Entry]] = {}  # heap of (start, reg offset, partition, serial)
+        # per source: heaps of (wait, ...) not yet processed and of (-wait, ...)
+        # processed; entries of gates no longer tracked are skipped and
+        # compacted away; counts of live entries
+        self._unmet: Dict[TP, List[_Entry]] = {}
+        self._met: Dict[TP, List[_Entry]] = {}
+        self._live: Dict[TP, List[int]] = {}  # source -> [live unmet, live met]
+        self._processed: Dict[TP, int] = {}  # last processed offset of each indexed source
+        self._to_open: List[Tuple[int, int]] = []  # closed gates whose waits all hold
         self._opened: Dict[TP, List[int]] = {}
+        self._floor: Dict[TP, int] = {}  # announcements below this offset are someone else's
         self._waits: Dict[TP, List[int]] = {}
         self._waited: FrozenSet[TP] = frozenset()
-        self._sources: Optional[FrozenSet[TP]] = frozenset()
+        #: Whether opened gates are remembered for :meth:`announce` (a member
+        #: without a hand-off listener has nothing to announce).
+        self.announcing = True
+        #: Counts changes of what :meth:`watched` returns (for callers' caches).
+        self.changes = 0
 
-    def add_gates(self, gates: Iterable[Gate], now: float = 0.0, wall: Optional[float] = None) -> int:
-        """Track new gates (already-known ones are ignored); returns how many
-        were new. ``now`` (monotonic) and ``wall`` (wall-clock Unix seconds)
-        are when they were seen, reported by :meth:`status`."""
-        added = 0
+    # -- feeding
+
+    def add_gates(self, gates: Iterable[Gate], now: float = 0.0, wall: Optional[float] = None,
+                  waits_for: Optional[Mapping[TP, int]] = None) -> int:
+        """Track new gates as closed until :meth:`update` opens them (a gate
+        already tracked is ignored); returns how many were new. ``now``
+        (monotonic) and ``wall`` (wall-clock Unix seconds) are when they were
+        seen, reported by :meth:`status`. Their waits count for
+        :meth:`crossed`/:meth:`needs_commit` on every source, or, with
+        ``waits_for`` (owned source -> its committed offset), only on those
+        sources and above that offset."""
+        new: List[Gate] = []
         for g in gates:
             gid = _gate_id(g)
-            if gid in self._seen:
+            if gid in self._gates:
                 continue
-            self._seen.add(gid)
-            self._since[gid] = now
-            self._since_wall[gid] = wall
-            lst = self._closed.setdefault((g.topic, g.partition), [])
-            bisect.insort(lst, g, key=lambda x: (x.start, x.offset))
+            self._serial += 1
+            n = self._serial
+            c = self._gates[gid] = _Closed(g, now, wall, n)
+            heapq.heappush(self._targets.setdefault((g.topic, g.partition), []), (g.start, g.offset, g.partition, n))
             for q, w in g.wait.items():
-                ws = self._waits.setdefault((g.topic, q), [])
+                src = (g.topic, q)
+                live = self._live.setdefault(src, [0, 0])
+                if self._processed.get(src, -1) >= w:
+                    heapq.heappush(self._met.setdefault(src, []), (-w, g.offset, g.partition, n))
+                    live[1] += 1
+                else:
+                    heapq.heappush(self._unmet.setdefault(src, []), (w, g.offset, g.partition, n))
+                    live[0] += 1
+                    c.unmet += 1
+            if not c.unmet:
+                self._to_open.append(gid)
+            new.append(g)
+        if new:
+            self.changes += 1
+            self.add_waits(new, waits_for)
+        return len(new)
+
+    def add_waits(self, gates: Iterable[Gate], waits_for: Optional[Mapping[TP, int]] = None) -> None:
+        """Record the waits of ``gates`` for :meth:`crossed`/:meth:`needs_commit`
+        without tracking the gates themselves (their partitions are another
+        member's): on every source, or only those in ``waits_for`` (source ->
+        committed offset) and above that offset."""
+        changed = False
+        for g in gates:
+            for q, w in g.wait.items():
+                src = (g.topic, q)
+                if waits_for is not None and (src not in waits_for or w <= waits_for[src]):
+                    continue
+                ws = self._waits.setdefault(src, [])
                 i = bisect.bisect_left(ws, w)
                 if i == len(ws) or ws[i] != w:
                     ws.insert(i, w)
-            added += 1
-        if added:
+                    changed = True
+        if changed:
             self._waited = frozenset(self._waits)
-            self._sources = None
-        return added
+
+    def drop(self, tp: TP) -> None:
+        """Forget ``tp`` as a target (its closed gates, announcements) and as a
+        source of hand-off waits (the member no longer owns it)."""
+        for e in self._targets.pop(tp, ()):
+            c = self._live_gate(e)
+            if c is not None:
+                del self._gates[(e[1], e[2])]
+                self._untrack(c.gate)
+        if self._to_open:
+            self._to_open = [gid for gid in self._to_open if gid in self._gates]
+        self._opened.pop(tp, None)
+        self._floor.pop(tp, None)
+        if self._waits.pop(tp, None) is not None:
+            self._waited = frozenset(self._waits)
+        self.changes += 1
+
+    def prune_waits(self, tp: TP, committed: int) -> None:
+        """The group committed ``tp`` at ``committed``: waits at or below it
+        need no hand-off any more."""
+        ws = self._waits.get(tp)
+        if ws and ws[0] <= committed:
+            del ws[: bisect.bisect_right(ws, committed)]
+            if not ws:
+                del self._waits[tp]
+                self._waited = frozenset(self._waits)
+
+    def _untrack(self, g: Gate) -> None:
+        """``g`` left ``_gates`` (opened or dropped): count its index entries out."""
+        for q, w in g.wait.items():
+            src = (g.topic, q)
+            live = self._live.get(src)
+            if live is None:
+                continue
+            live[1 if self._processed.get(src, -1) >= w else 0] -= 1
+            if live[0] + live[1] <= 0:
+                del self._live[src]
+                self._unmet.pop(src, None)
+                self._met.pop(src, None)
+                self._processed.pop(src, None)
+                continue
+            for index, n in ((self._unmet, live[0]), (self._met, live[1])):
+                h = index.get(src)
+                if h is not None and len(h) > 2 * n + 16:  # mostly entries of gates no longer tracked
+                    h = [e for e in h if self._live_gate(e) is not None]
+                    heapq.heapify(h)
+                    index[src] = h
+
+    def _live_gate(self, e: _Entry) -> Optional[_Closed]:
+        """The tracked gate an index entry belongs to, or None for a stale entry."""
+        c = self._gates.get((e[1], e[2]))
+        return c if c is not None and c.serial == e[3] else None
+
+    # -- opening
 
     def sources(self) -> FrozenSet[TP]:
-        """Every source partition some closed gate still waits on."""
-        if self._sources is None:
-            self._sources = frozenset((tp[0], q) for tp, gs in self._closed.items() for g in gs for q in g.wait)
-        return self._sources
+        """Every source partition a closed gate still waits on (unmet waits)."""
+        return frozenset(src for src, live in self._live.items() if live[0] > 0)
+
+    def has_closed(self) -> bool:
+        """Whether any tracked gate is closed."""
+        return bool(self._gates)
+
+    def has_announcements(self) -> bool:
+        """Whether an opened gate waits for :meth:`announce`."""
+        return bool(self._opened)
 
     def waited_on(self) -> FrozenSet[TP]:
-        """Every partition some gate (open or closed) waits on."""
+        """Every partition with a pending hand-off wait (see :meth:`add_waits`)."""
         return self._waited
 
     def update(self, processed: Mapping[TP, int]) -> List[Gate]:
-        """Open every gate whose sources are processed far enough; returns the
-        newly opened gates."""
+        """Take the processed offsets of sources; open every gate whose
+        sources are all processed far enough; returns the newly opened gates.
+
+        A source's offset is remembered while a tracked gate waits on it (a
+        source left out keeps that value; a gate added later starts from it);
+        offsets of sources nothing waits on are ignored."""
+        for src, off in processed.items():
+            live = self._live.get(src)
+            if live is None or self._processed.get(src) == off:
+                continue
+            self._processed[src] = off
+            unmet = self._unmet.get(src)
+            while unmet and unmet[0][0] <= off:
+                e = heapq.heappop(unmet)
+                c = self._live_gate(e)
+                if c is None:
+                    continue
+                heapq.heappush(self._met.setdefault(src, []), (-e[0], e[1], e[2], e[3]))
+                live[0] -= 1
+                live[1] += 1
+                c.unmet -= 1
+                if not c.unmet:
+                    self._to_open.append((e[1], e[2]))
+            met = self._met.get(src)
+            while met and -met[0][0] > off:  # processed went back below a met wait
+                e = heapq.heappop(met)
+                c = self._live_gate(e)
+                if c is None:
+                    continue
+                if not c.unmet:
+                    self._to_open.remove((e[1], e[2]))
+                heapq.heappush(self._unmet.setdefault(src, []), (-e[0], e[1], e[2], e[3]))
+                live[1] -= 1
+                live[0] += 1
+                c.unmet += 1
         opened: List[Gate] = []
-        self._sources = None
-        for tp in list(self._closed):
-            topic = tp[0]
-            keep: List[Gate] = []
-            for g in self._closed[tp]:
-                if all(processed.get((topic, q), -1) >= w for q, w in g.wait.items()):
-                    opened.append(g)
+        if self._to_open:
+            to_open, self._to_open = self._to_open, []
+            for gid in to_open:
+                c = self._gates.pop(gid, None)
+                if c is None:
+                    continue
+                g = c.gate
+                opened.append(g)
+                self._untrack(g)
+                tp = (g.topic, g.partition)
+                if self.announcing and g.start >= self._floor.get(tp, -1):
                     bisect.insort(self._opened.setdefault(tp, []), g.start)
-                    self._since.pop(_gate_id(g), None)
-                    self._since_wall.pop(_gate_id(g), None)
-                else:
-                    keep.append(g)
-            if keep:
-                self._closed[tp] = keep
-            else:
-                del self._closed[tp]
+                self._head(tp)
+            if opened:
+                self.changes += 1
         return opened
+
+    def _head(self, tp: TP) -> Optional[_Entry]:
+        """The first still-closed gate of ``tp`` (drops opened ones from the heap)."""
+        h = self._targets.get(tp)
+        while h and self._live_gate(h[0]) is None:
+            heapq.heappop(h)
+        if h:
+            return h[0]
+        self._targets.pop(tp, None)
+        return None
+
+    # -- delivering
 
     def limit(self, tp: TP) -> Optional[int]:
         """First offset of ``tp`` that may not be delivered yet (``None``: no limit)."""
-        gs = self._closed.get(tp)
-        return gs[0].start if gs else None
+        head = self._head(tp) if tp in self._targets else None
+        return head[0] if head is not None else None
 
     def announce(self, tp: TP, offset: int) -> bool:
         """Whether delivering the record of ``tp`` at ``offset`` must be preceded
@@ -249,19 +428,28 @@ class GateKeeper:
         del starts[: bisect.bisect_right(starts, offset)]
         if not starts:
             del self._opened[tp]
+            self.changes += 1
         return True
 
+    def next_announcement(self, tp: TP) -> Optional[int]:
+        """The start of the first opened gate of ``tp`` not announced yet."""
+        starts = self._opened.get(tp)
+        return starts[0] if starts else None
+
     def forget_announcements(self, tp: TP, position: int) -> None:
-        """Drop announcements for records before ``position`` (delivered by someone else)."""
+        """Drop announcements for records before ``position`` (delivered by
+        someone else), also of gates that open later."""
+        self._floor[tp] = max(self._floor.get(tp, -1), position)
         starts = self._opened.get(tp)
         if starts:
             del starts[: bisect.bisect_left(starts, position)]
             if not starts:
                 del self._opened[tp]
+                self.changes += 1
 
     def crossed(self, tp: TP, before: int, after: int) -> bool:
         """Whether moving source ``tp``'s processed offset from ``before`` to
-        ``after`` reaches the wait offset of some gate (open or closed)."""
+        ``after`` reaches a pending hand-off wait (of an open or closed gate)."""
         ws = self._waits.get(tp)
         if not ws or after <= before:
             return False
@@ -275,26 +463,29 @@ class GateKeeper:
         return ws is not None and len(ws) > 0 and ws[-1] > committed
 
     def watched(self) -> FrozenSet[TP]:
-        """Partitions whose records need a per-record decision: closed gates or
-        opened gates not yet announced."""
-        return frozenset(self._closed) | frozenset(self._opened)
+        """Partitions whose records need a decision: closed gates or opened
+        gates not yet announced."""
+        return frozenset(tp for tp in self._targets if self._head(tp) is not None) | frozenset(self._opened)
 
     def status(self, processed: Mapping[TP, int]) -> List[GateStatus]:
         """The first closed gate of every partition, with what it waits on
         (``held_since`` is left ``None``: holding is the consumer's business)."""
         out: List[GateStatus] = []
-        for (topic, p), gs in sorted(self._closed.items()):
-            g = gs[0]
+        for tp in sorted(self._targets):
+            head = self._head(tp)
+            if head is None:
+                continue
+            c = self._gates[(head[1], head[2])]
+            g = c.gate
             waiting = {
-                q: (w, processed.get((topic, q), -1))
+                q: (w, processed.get((g.topic, q), -1))
                 for q, w in sorted(g.wait.items())
-                if processed.get((topic, q), -1) < w
+                if processed.get((g.topic, q), -1) < w
             }
-            gid = _gate_id(g)
-            out.append(GateStatus(topic, p, g.start, waiting, self._since.get(gid, 0.0), self._since_wall.get(gid)))
+            out.append(GateStatus(g.topic, g.partition, g.start, waiting, c.since, c.since_wall))
         return out
 
     def closed_partitions(self) -> List[TP]:
         """The partitions with a gate added and not yet opened by
         :meth:`update`, sorted."""
-        return sorted(self._closed)
+        return sorted(tp for tp in list(self._targets) if self._head(tp) is not None)

@@ -33,6 +33,7 @@ it is applied and its offset kept in :attr:`LayoutHistory.legacy_after_marker`
 
 from __future__ import annotations
 
+import bisect
 import threading
 from typing import Dict, List, Optional, Tuple
 
@@ -96,6 +97,10 @@ class LayoutHistory:
         self._current: Dict[str, Layout] = {}
         self._changes: Dict[str, List[LayoutChange]] = {}
         self._registrations: Dict[str, List[Registration]] = {}
+        # Gates by target and by source partition, in log order (consumers
+        # load those of partitions they are assigned).
+        self._gates_on: Dict[Tuple[str, int], List[Gate]] = {}
+        self._gates_from: Dict[Tuple[str, int], List[Gate]] = {}
         self._last_by_producer: Dict[Tuple[str, str], Registration] = {}
         self._lock = threading.RLock()
 
@@ -211,6 +216,10 @@ class LayoutHistory:
             gates.append(Gate(topic, p, start, dict(wait), rec.producer_id, rec.epoch, offset))
         reg = Registration(topic, rec.producer_id, rec.stable, rec.epoch, rec.from_epoch, tuple(gates), offset, ts)
         self._registrations.setdefault(topic, []).append(reg)
+        for g in gates:
+            self._gates_on.setdefault((topic, g.partition), []).append(g)
+            for q in g.wait:
+                self._gates_from.setdefault((topic, q), []).append(g)
         self._last_by_producer[(topic, rec.producer_id)] = reg
 
     # -- reading
@@ -249,9 +258,30 @@ class LayoutHistory:
             return list(self._registrations.get(topic, []))
 
     def gates(self, topic: str, since_offset: int = 0) -> List[Gate]:
-        """Every gate of ``topic`` from registrations at log offset >= ``since_offset``, in log order."""
+        """Every gate of ``topic`` from registrations at log offset >= ``since_offset``, in log order
+        (a look-up, then work proportional to the gates returned)."""
         with self._lock:
-            return [g for r in self._registrations.get(topic, []) if r.offset >= since_offset for g in r.gates]
+            regs = self._registrations.get(topic, [])
+            first = bisect.bisect_left(regs, since_offset, key=lambda r: r.offset)
+            return [g for r in regs[first:] for g in r.gates]
+
+    def gates_on(self, topic: str, partition: int, before_offset: Optional[int] = None) -> List[Gate]:
+        """The gates on ``topic``/``partition`` from registrations at log offset
+        < ``before_offset`` (default: all), in log order."""
+        return self._indexed(self._gates_on, (topic, partition), before_offset)
+
+    def gates_waiting_on(self, topic: str, partition: int, before_offset: Optional[int] = None) -> List[Gate]:
+        """The gates that wait on ``topic``/``partition`` (a source), from
+        registrations at log offset < ``before_offset`` (default: all), in log order."""
+        return self._indexed(self._gates_from, (topic, partition), before_offset)
+
+    def _indexed(self, index: Dict[Tuple[str, int], List[Gate]], key: Tuple[str, int],
+                 before: Optional[int]) -> List[Gate]:
+        with self._lock:
+            gs = index.get(key, [])
+            if before is None:
+                return list(gs)
+            return gs[: bisect.bisect_left(gs, before, key=lambda g: g.offset)]
 
     def last_registration(self, topic: str, producer_id: str) -> Optional[Registration]:
         """The latest registration of ``producer_id`` for ``topic``, or ``None``:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Type
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Type
 
 from kafka import KafkaConsumer
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener, ConsumerRebalanceListener
@@ -28,6 +28,8 @@ from ._compat import call_listener, dotted, off_loop, resume_discarding_parked, 
 __all__ = ["OrderedKafkaConsumer"]
 
 log = logging.getLogger("kafka_ordered.consumer")
+
+_MAX_TIMEOUT_MS = 2**31 - 1  # what a poll can wait at most (kafka-python's consumer_timeout_ms may be inf)
 
 
 class _ConsumerPort:
@@ -145,6 +147,7 @@ class OrderedKafkaConsumer:
         options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto_offset_reset", "latest")))
         self._port = _ConsumerPort(self._consumer, options.timeout)
         self._core = GatingCore(self._port, shared.follower, shared.offsets, options)
+        self._iterator: Optional[Iterator[Any]] = None
         if topics:
             self.subscribe(list(topics))
 
@@ -240,6 +243,7 @@ class OrderedKafkaConsumer:
         self._final_commit()
         self._core.revoked(list(self._core.owned))
         self._consumer.unsubscribe()
+        self._iterator = None
         self._core.subscribed = set()
 
     def subscription(self) -> Optional[Set[str]]:
@@ -280,20 +284,33 @@ class OrderedKafkaConsumer:
             raise IllegalStateError("OrderedKafkaConsumer is closed")
         if timeout_ms < 0:
             raise ValueError("Timeout must not be negative")
+        core = self._core
+        calm = core.calm
+        if calm.quiet:
+            # Nothing to gate: the client's own poll, its records untouched
+            # until the calm's deadline (see kafka_ordered._fastpath.fast_fetch).
+            raw = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records, update_offsets=update_offsets)
+            if calm.quiet and time.monotonic() < calm.until:
+                return raw
+            if not raw:
+                core.idle()
+                return raw
+            core.fetched_late()
+            return self._take(raw, {})
         if max_records is None:
             max_records = self._consumer.config["max_poll_records"]
-        core = self._core
         deadline = time.monotonic() + timeout_ms / 1000.0
         core.begin_poll()
         out: Dict[TopicPartition, List[Any]] = {}
         while True:
             left = max(0.0, deadline - time.monotonic())
             chunk = left if not core.owned or self._rebalancing() else core.poll_chunk(left)
-            raw = self._consumer.poll(timeout_ms=int((chunk or 0.0) * 1000), max_records=max_records,
-                                      update_offsets=update_offsets)
+            raw = self._consumer.poll(timeout_ms=min(int((chunk or 0.0) * 1000), _MAX_TIMEOUT_MS),
+                                      max_records=max_records, update_offsets=update_offsets)
             if raw:
-                self._take(raw, out)
+                out = self._take(raw, out)
             if out or time.monotonic() >= deadline:
+                core.settle()
                 return out
             # An empty maintain also keeps the gaps between the client's polls
             # short while it joins: kafka-python 3.0.12 throws away a
@@ -307,28 +324,34 @@ class OrderedKafkaConsumer:
         except Exception:  # pragma: no cover - internals moved
             return False
 
-    def _take(self, raw: Mapping[TopicPartition, List[Any]], out: Dict[TopicPartition, List[Any]]) -> None:
-        """Deliver what may be delivered of one fetch; the client's positions
+    def _take(self, raw: Dict[TopicPartition, List[Any]],
+              out: Dict[TopicPartition, List[Any]]) -> Dict[TopicPartition, List[Any]]:
+        """Deliver what may be delivered of one fetch (per partition: the
+        client's own list when nothing is cut; a watched partition's records
+        are cut at its gate by bisection on offsets); the client's positions
         then count exactly the returned records (held ones are sought back)."""
         core = self._core
         try:
             raw, runs = self._scan(raw)
             core.ensure_fresh(runs)
             watched = core.watched()
+            if not watched and not out:
+                return raw
             for tp, recs in raw.items():
                 if not recs:
                     continue
                 key = (tp.topic, tp.partition)
-                if key not in watched:
-                    out.setdefault(tp, []).extend(recs)
-                    continue
-                taken = []
-                for r in recs:
-                    if not core.admit(key, r.offset):
-                        break
-                    taken.append(r)
-                if taken:
-                    out.setdefault(tp, []).extend(taken)
+                if key in watched:
+                    n = core.admit_run(key, len(recs), lambda i: recs[i].offset)  # noqa: B023
+                    if not n:
+                        continue
+                    if n < len(recs):
+                        recs = recs[:n]
+                if tp in out:
+                    out[tp].extend(recs)
+                else:
+                    out[tp] = recs
+            return out
         except BaseException:
             # Nothing of this fetch reaches the application: fetch it again.
             for tp in raw:
@@ -366,17 +389,38 @@ class OrderedKafkaConsumer:
         return self
 
     def __next__(self) -> Any:
-        timeout = self._consumer.config.get("consumer_timeout_ms", float("inf"))
-        deadline = time.monotonic() + (timeout / 1000.0 if timeout >= 0 else float("inf"))
-        while not self._closed:
-            left = deadline - time.monotonic()
-            recs = self.poll(timeout_ms=max(0.0, min(left, 1.0)) * 1000, max_records=1)
-            for rs in recs.values():
-                if rs:
-                    return rs[0]
-            if time.monotonic() >= deadline:
-                break
+        """kafka-python's iterator: records of one gated fetch at a time, each
+        one moving the partition's position as it is handed out."""
+        if self._closed:
+            raise StopIteration("OrderedKafkaConsumer closed")
+        timeout = self._consumer.config["consumer_timeout_ms"]
+        deadline = time.monotonic() + timeout / 1000.0 if timeout >= 0 else float("inf")
+        while time.monotonic() < deadline:
+            if self._iterator is None:
+                self._iterator = self._records(deadline)
+            try:
+                return next(self._iterator)
+            except StopIteration:
+                self._iterator = None
         raise StopIteration()
+
+    def _records(self, deadline: float) -> Iterator[Any]:
+        """kafka-python's ``_message_generator_v2`` over this wrapper's poll:
+        a fetch without moving positions, then per record the position moves
+        as it is yielded (a partition paused meanwhile stops, as there; one
+        held at a gate hands out the records before its hold)."""
+        timeout_ms = 1000 * max(0.0, deadline - time.monotonic())
+        records = self.poll(timeout_ms=min(timeout_ms, _MAX_TIMEOUT_MS), update_offsets=False)
+        subscription = self._consumer._subscription
+        fetchable = subscription.is_fetchable
+        assignment = subscription.assignment
+        held = self._core.held()
+        for tp, recs in records.items():
+            for record in recs:
+                if not fetchable(tp) and (tp.topic, tp.partition) not in held:
+                    break
+                assignment[tp].position = OffsetAndMetadata(record.offset + 1, "", record.leader_epoch)
+                yield record
 
     # -- offsets
 
@@ -425,6 +469,7 @@ class OrderedKafkaConsumer:
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """``KafkaConsumer.seek``; the new position counts as processed for gates."""
         self._consumer.seek(partition, offset)
+        self._iterator = None
         self._core.seeked((partition.topic, partition.partition), offset)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
@@ -440,6 +485,7 @@ class OrderedKafkaConsumer:
         self._reset_positions(partitions)
 
     def _reset_positions(self, partitions: Sequence[TopicPartition]) -> None:
+        self._iterator = None
         keys = [(p.topic, p.partition) for p in partitions] if partitions else list(self._core.owned)
         for key in keys:
             self._core.seeked(key, -1)  # the position is unknown until the reset resolves
@@ -532,6 +578,7 @@ class OrderedKafkaConsumer:
                 self._core.opts.auto_commit = False  # also no commit from the revoke callback
             self._consumer.close(autocommit=False, timeout_ms=timeout_ms)
         finally:
+            self._core.close()
             unregister_layouts(self._shared.follower)
             self._shared.release()
 

@@ -310,8 +310,8 @@ def _produce_through(layout_admin: LayoutAdmin, topic: str, p: OrderedKafkaProdu
 
 
 def _backlog_run(layout_admin: LayoutAdmin, topic: str, make_producer: Callable[..., OrderedKafkaProducer],
-                 make_consumer: Callable[..., OrderedKafkaConsumer], fail_once: bool = False, **consumer_extra: Any
-                 ) -> Tuple[OrderingOracle, OrderedKafkaConsumer, KeyEvents, int]:
+                 make_consumer: Callable[..., OrderedKafkaConsumer], fail_once: bool = False, iterate: bool = False,
+                 **consumer_extra: Any) -> Tuple[OrderingOracle, OrderedKafkaConsumer, KeyEvents, int]:
     """Produce through 2 -> 4 -> 3 -> 5 partitions, then consume the whole backlog.
 
     The backlog is there before the consumer starts, so it can fetch new
@@ -330,6 +330,13 @@ def _backlog_run(layout_admin: LayoutAdmin, topic: str, make_producer: Callable[
     expected = oracle.report().acknowledged
     deadline = time.monotonic() + 20
     seen = failures = 0
+    if iterate:
+        for r in c:  # kafka-python's iterator (consumer_timeout_ms ends it)
+            oracle.delivered_value(r.key, r.value, where=f"{r.partition}@{r.offset}")
+            seen += 1
+            if seen >= expected or time.monotonic() > deadline:
+                break
+        return oracle, c, keys, failures
     while seen < expected and time.monotonic() < deadline:
         try:
             batch = c.poll(timeout_ms=200)
@@ -359,6 +366,23 @@ def test_ordering_oracle_across_expand_and_shrink(layout_admin: LayoutAdmin, top
     assert first_revoked < assigned[0], keys.events
     # Offsets are the wrapper's: what was returned reaches the group.
     c.poll(timeout_ms=100)
+    c.commit()
+    assert sum(c.committed(TopicPartition(topic, q)) or 0 for q in range(6)) == report.acknowledged
+
+
+def test_iterator_keeps_the_order_and_hands_out_positions_per_record(
+        layout_admin: LayoutAdmin, topic: str, make_producer: Callable[..., OrderedKafkaProducer],
+        make_consumer: Callable[..., OrderedKafkaConsumer]) -> None:
+    """``for record in consumer`` goes through the gates per fetched batch:
+    order kept across expand/shrink, every record once, and a commit after
+    the loop covers exactly what was handed out."""
+    oracle, c, keys, _ = _backlog_run(layout_admin, topic, make_producer, make_consumer, iterate=True,
+                                      consumer_timeout_ms=5000)
+    report = oracle.report()
+    assert report.violations == (), report.violations[:5]
+    assert report.missing == 0, f"{report.missing} acknowledged records not delivered"
+    assert report.duplicates == 0
+    assert any(e[0] == "assigned" for e in keys.events), "gates opened while iterating"
     c.commit()
     assert sum(c.committed(TopicPartition(topic, q)) or 0 for q in range(6)) == report.acknowledged
 

@@ -38,6 +38,7 @@ PURE = [
     "_hashing",
     "tokens",
     "_freshness",
+    "_fastpath",
 ]
 CLIENTS = ("confluent_kafka", "kafka", "pyspark")
 

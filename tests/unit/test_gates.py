@@ -403,7 +403,8 @@ def test_keeper_matches_delivery_limit_and_pending_waits(seed: int) -> None:
             mine = [g for g in gs if g.partition == p]
             assert k.limit(tp(p)) == delivery_limit(mine, processed)
         closed = [g for g in gs if not gate_open(g, processed)]
-        assert k.sources() == frozenset(tp(q) for g in closed for q in g.wait)
+        # sources still short of a closed gate's wait (met ones need no more reads)
+        assert k.sources() == frozenset(tp(q) for g in closed for q, w in g.wait.items() if processed.get(q, -1) < w)
         assert sorted(k.closed_partitions()) == sorted({tp(g.partition) for g in closed})
         pw = pending_waits(gs, processed)
         for q, w in pw.items():
@@ -417,3 +418,148 @@ def test_keeper_status_carries_wall_clock_times() -> None:
     st = {s.partition: s for s in k.status({})}
     assert (st[4].since, st[4].since_wall, st[4].held_since) == (12.5, 1_795_000_000.25, None)
     assert st[5].since_wall is None
+
+
+# -- the indexed keeper against a plain model (any order of adds, drops,
+#    partial updates, processed offsets going back and forth)
+
+
+class _Model:
+    """The keeper's contract written plainly: a closed gate opens when all its
+    sources are processed far enough at the same time; opened stays open; a
+    source's processed offset is remembered while a closed gate waits on it."""
+
+    def __init__(self) -> None:
+        self.closed: Dict[Tuple[int, int], Gate] = {}
+        self.processed: Dict[Tuple[str, int], int] = {}
+
+    def add(self, gs: List[Gate]) -> None:
+        for g in gs:
+            self.closed.setdefault((g.offset, g.partition), g)
+
+    def drop(self, target: Tuple[str, int]) -> None:
+        self.closed = {k: g for k, g in self.closed.items() if (g.topic, g.partition) != target}
+        self._forget()
+
+    def _forget(self) -> None:
+        waited = {(g.topic, q) for g in self.closed.values() for q in g.wait}
+        self.processed = {s: v for s, v in self.processed.items() if s in waited}
+
+    def update(self, processed: Mapping[Tuple[str, int], int]) -> List[Gate]:
+        waited = {(g.topic, q) for g in self.closed.values() for q in g.wait}
+        self.processed.update({s: v for s, v in processed.items() if s in waited})
+        opened = [g for g in self.closed.values()
+                  if all(self.processed.get((g.topic, q), -1) >= w for q, w in g.wait.items())]
+        for g in opened:
+            del self.closed[(g.offset, g.partition)]
+        self._forget()
+        return opened
+
+    def limit(self, target: Tuple[str, int]) -> "int | None":
+        starts = [g.start for g in self.closed.values() if (g.topic, g.partition) == target]
+        return min(starts) if starts else None
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_indexed_keeper_matches_the_plain_model(seed: int) -> None:
+    rng = random.Random(1000 + seed)
+    k, m = GateKeeper(), _Model()
+    pool = _random_gates(rng, 40)
+    for _ in range(60):
+        r = rng.random()
+        if r < 0.3:
+            batch = rng.sample(pool, rng.randint(1, 6))
+            k.add_gates(batch)
+            m.add(batch)
+        elif r < 0.4:
+            target = tp(rng.randrange(4))
+            k.drop(target)
+            m.drop(target)
+        else:
+            # a few sources, anywhere (backwards too); the others keep their value
+            processed = {tp(q): rng.randrange(-1, 22) for q in rng.sample(range(6), rng.randint(0, 3))}
+            got = k.update(processed)
+            want = m.update(processed)
+            assert sorted(_key(g) for g in got) == sorted(_key(g) for g in want)
+        for p in range(4):
+            assert k.limit(tp(p)) == m.limit(tp(p))
+        short = {tp(q) for g in m.closed.values() for q, w in g.wait.items() if m.processed.get(tp(q), -1) < w}
+        assert k.sources() == frozenset(short)
+        assert k.closed_partitions() == sorted({tp(g.partition) for g in m.closed.values()})
+
+
+def _key(g: Gate) -> Tuple[int, int]:
+    return (g.offset, g.partition)
+
+
+def test_keeper_keeps_nothing_once_every_gate_opened() -> None:
+    k = GateKeeper()
+    gs = [gate(p, 10 * i, {(p + 1) % 4: i, (p + 2) % 4: 2 * i}, offset=4 * i + p) for i in range(500) for p in range(4)]
+    k.add_gates(gs, waits_for={})
+    assert len(k.closed_partitions()) == 4 and k.sources()
+    k.update({tp(q): 600 for q in range(4)})
+    assert len(k.closed_partitions()) == 4
+    k.update({tp(q): 1000 for q in range(4)})
+    assert k.closed_partitions() == [] and k.sources() == frozenset()
+    for tp_ in [tp(p) for p in range(4)]:
+        k.forget_announcements(tp_, 10**9)
+        k.drop(tp_)
+    internals = (k._gates, k._targets, k._unmet, k._met, k._live, k._processed, k._to_open, k._opened, k._floor,
+                 k._waits)
+    assert all(len(x) == 0 for x in internals), [len(x) for x in internals]
+
+
+def test_keeper_index_entries_of_opened_gates_are_compacted() -> None:
+    """Gates on one source opening one by one while others stay closed: the
+    per-source heaps stay proportional to the closed gates, not to history."""
+    k = GateKeeper()
+    k.add_gates([gate(1, 0, {0: 10**6}, offset=0)])  # keeps source 0 indexed forever
+    for i in range(1, 2001):
+        k.add_gates([gate(2, i, {0: i}, offset=i)])
+        k.update({tp(0): i})
+    assert k.limit(tp(2)) is None and k.limit(tp(1)) == 0
+    assert len(k._met.get(tp(0), [])) <= 2 * 0 + 16 + 1 and len(k._unmet[tp(0)]) <= 16 + 2
+
+
+def test_keeper_unchanged_update_leaves_the_index_alone() -> None:
+    k = GateKeeper()
+    k.add_gates([gate(p % 8, i, {(p + 1) % 8: 100 + i}, offset=i) for i, p in enumerate(range(10_000))])
+    k.update({tp(q): 50 for q in range(8)})
+    heaps = {src: (id(h), len(h)) for src, h in k._unmet.items()}
+    assert k.update({tp(q): 50 for q in range(8)}) == []
+    assert {src: (id(h), len(h)) for src, h in k._unmet.items()} == heaps and not k._met
+
+
+def test_keeper_waits_for_owned_sources_only_and_pruned_by_commits() -> None:
+    k = GateKeeper()
+    g1, g2 = gate(4, 10, {0: 5, 1: 7}, 1), gate(5, 3, {0: 9, 2: 4}, 2)
+    k.add_gates([g1], waits_for={tp(0): -1})  # member owns 0 (and 4), not 1
+    k.add_waits([g2], waits_for={tp(0): -1, tp(2): 4})  # 5 is another member's; 2 committed at 4 already
+    assert k.waited_on() == frozenset({tp(0)})
+    assert k.crossed(tp(0), 0, 5) and k.crossed(tp(0), 5, 9) and not k.crossed(tp(1), 0, 7)
+    assert k.sources() == frozenset({tp(0), tp(1)})  # g1 needs both to open; g2 is not tracked
+    assert k.limit(tp(5)) is None
+    k.prune_waits(tp(0), 5)
+    assert k.needs_commit(tp(0), 5) and not k.crossed(tp(0), 0, 5)
+    k.prune_waits(tp(0), 9)
+    assert k.waited_on() == frozenset() and not k.needs_commit(tp(0), -1)
+
+
+def test_keeper_drop_forgets_a_target_and_its_waits() -> None:
+    k = GateKeeper()
+    k.add_gates([gate(4, 10, {0: 5}, 1), gate(4, 20, {1: 5}, 2), gate(6, 1, {0: 50}, 3)])
+    k.drop(tp(4))
+    assert k.limit(tp(4)) is None and k.limit(tp(6)) == 1
+    assert k.sources() == frozenset({tp(0)})
+    k.drop(tp(0))  # no longer owned as a source: its hand-off waits go
+    assert tp(0) not in k.waited_on()
+    assert k.update({tp(0): 50}) == [gate(6, 1, {0: 50}, 3)]
+
+
+def test_keeper_gates_opening_below_the_floor_are_not_announced() -> None:
+    k = GateKeeper()
+    k.forget_announcements(tp(4), 15)  # assigned at 15: records before are someone else's
+    k.add_gates([gate(4, 10, {0: 1}, 1), gate(4, 20, {0: 2}, 2)])
+    k.update({tp(0): 2})
+    assert not k.announce(tp(4), 15)
+    assert k.next_announcement(tp(4)) == 20 and k.announce(tp(4), 20)

@@ -188,3 +188,150 @@ def test_gate_status_carries_wall_clock_times() -> None:
     core.admit((TOPIC, 1), 5)  # held now
     (held,) = core.gate_status()
     assert held.since_wall == st.since_wall and st.since_wall <= held.held_since <= time.time()  # type: ignore[operator]
+
+
+# -- scope, cost and calm (issue 12 "per-poll and per-message cost", issue 13)
+
+
+class ListeningView(FakeView):
+    """A view whose history grows: listeners run after records are applied."""
+
+    def __init__(self, history: LayoutHistory) -> None:
+        super().__init__(history)
+        self.listeners: List[Callable[[], None]] = []
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        self.listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[], None]) -> None:
+        self.listeners.remove(listener)
+
+    def append(self, value: bytes) -> None:
+        self.history.apply(self.history.next_offset, TOPIC.encode(), value)
+        for listener in list(self.listeners):
+            listener()
+
+
+def _grown_core(owned: List[int], gates: int) -> Tuple[GatingCore, FakePort, ListeningView]:
+    """Topic t: 1 -> 8 partitions (initial 1), ``gates`` registrations, each
+    with a gate on every partition 1..7 waiting on partition 0 (closed until
+    the group processes 0 far enough)."""
+    history = LayoutHistory()
+    lay = Layout(TOPIC, 1, 1, 8, 8)
+    history.apply(0, TOPIC.encode(), encode_layout(lay, "create", "a")[1])
+    view = ListeningView(history)
+    for i in range(gates):
+        view.append(encode_registration(TOPIC, f"p{i}", True, 1, 1,
+                                        {p: (10 * i, {0: 1000 + i}) for p in range(1, 8)})[1])
+    port = FakePort()
+    core = GatingCore(port, view, FakeOffsets(), GatingOptions(OPTS, False, 5.0, "earliest"))
+    core.subscribed = {TOPIC}
+    core.assigned_at({(TOPIC, p): 0 for p in owned})
+    return core, port, view
+
+
+def test_gates_and_state_only_for_owned_partitions() -> None:
+    core, port, view = _grown_core(owned=[2], gates=50)
+    assert core.watched() == {(TOPIC, 2)}
+    assert core.keeper.closed_partitions() == [(TOPIC, 2)], "gates on partitions another member owns are not kept"
+    assert core.keeper.waited_on() == frozenset(), "source 0 is not ours: no hand-off waits"
+    core.maintain()
+    assert set(core.parts) == {(TOPIC, 2), (TOPIC, 0)}  # 0: an unowned source of our closed gates
+    port.commits[(TOPIC, 0)] = 2000
+    core._committed_at = float("-inf")
+    core.maintain()
+    assert core.keeper.closed_partitions() == [] and set(core.parts) == {(TOPIC, 2)}
+    assert core.watched() == set()
+
+
+def test_the_owner_of_a_source_keeps_only_waits_above_the_commit() -> None:
+    core, port, view = _grown_core(owned=[0], gates=20)
+    assert core.keeper.closed_partitions() == []  # the gates are on partitions others own
+    assert core.keeper.waited_on() == frozenset({(TOPIC, 0)})
+    core.commit({(TOPIC, 0): 1010}, asynchronous=False)
+    assert core.keeper.needs_commit((TOPIC, 0), 1010) and not core.keeper.crossed((TOPIC, 0), 0, 1010)
+    core.commit({(TOPIC, 0): 1019}, asynchronous=False)
+    assert core.keeper.waited_on() == frozenset()
+
+
+def test_gates_of_a_partition_assigned_later_are_loaded_from_the_index() -> None:
+    core, port, view = _grown_core(owned=[1], gates=30)
+    core.maintain()
+    assert core.keeper.closed_partitions() == [(TOPIC, 1)]
+    core.assigned_at({(TOPIC, 5): 0})
+    assert core.keeper.closed_partitions() == [(TOPIC, 1), (TOPIC, 5)]
+    assert core.keeper.limit((TOPIC, 5)) == 0
+    core.revoked([(TOPIC, 1)])
+    assert core.keeper.closed_partitions() == [(TOPIC, 5)] and (TOPIC, 1) not in core.parts
+
+
+def test_calm_after_transitions_pass_and_every_event_ends_it() -> None:
+    core, port, view = _grown_core(owned=[0, 3], gates=5)
+    core.begin_poll()
+    core.settle()
+    assert not core.calm.quiet, "a closed gate on an owned partition"
+    port.commits[(TOPIC, 0)] = 2000
+    core.commit({(TOPIC, 0): 2000}, asynchronous=False)
+    core.begin_poll()
+    core.settle()
+    assert core.calm.quiet and core.keeper.closed_partitions() == [] and core.keeper.waited_on() == frozenset()
+    assert core.calm.until == float("inf")  # no auto-commit, a view that stays fresh
+    # a new registration (the follower applies it on its thread) ends the calm
+    view.append(encode_registration(TOPIC, "late", True, 1, 1, {3: (500, {0: 3000})})[1])
+    assert not core.calm.quiet
+    core.begin_poll()
+    core.settle()
+    assert not core.calm.quiet and core.keeper.closed_partitions() == [(TOPIC, 3)]
+    # so does an assignment change
+    core.commit({(TOPIC, 0): 3000}, asynchronous=False)
+    core.begin_poll()
+    core.settle()
+    assert core.calm.quiet
+    core.assigned_at({(TOPIC, 6): 0})
+    assert not core.calm.quiet
+    core.close()
+    assert view.listeners == []
+
+
+def test_admit_run_cuts_a_batch_by_bisection_and_announces_first() -> None:
+    core, port, view = _grown_core(owned=[4], gates=3)  # gates on 4 at starts 0, 10, 20
+    announced: List[Any] = []
+
+    class L:
+        def on_partition_key_maybe_revoked(self, tps: Any) -> None:
+            pass
+
+        def on_partition_key_assigned(self, tps: Any) -> None:
+            announced.append((tuple(tps), len(seen)))
+
+    seen: List[int] = []
+    core.listener = L()  # type: ignore[assignment]
+    port.commits[(TOPIC, 0)] = 1001  # opens the gates at 0 and 10; 20 (waits for 1002) stays closed
+    core.maintain()
+    assert core.keeper.limit((TOPIC, 4)) == 20
+    offsets = list(range(3, 40, 2))
+    calls = []
+
+    def offset_at(i: int) -> int:
+        calls.append(i)
+        seen.append(i)
+        return offsets[i]
+
+    n = core.admit_run((TOPIC, 4), len(offsets), offset_at)
+    assert offsets[:n] == [o for o in offsets if o < 20]
+    assert (TOPIC, 4) in core.held() and port.position[(TOPIC, 4)] == 21 and (TOPIC, 4) in port.paused
+    assert len(calls) < 15, "bisection, not a walk over every record"
+    # gates at 0 and 10 opened: one announcement each (records 3 and 11 are
+    # the first past their starts), made before the batch is returned
+    assert [a for a, _ in announced] == [((TOPIC, 4),)] * 2
+    assert core.records_held_back == len(offsets) - n
+    assert core.admit_run((TOPIC, 4), 5, lambda i: 21 + i) == 0  # held: nothing passes
+
+
+def test_positions_of_a_held_partition_never_pass_what_the_client_delivered() -> None:
+    core, port, view = _grown_core(owned=[2], gates=1)
+    core.admit((TOPIC, 2), 0)
+    assert core.positions([(TOPIC, 2)]) == {(TOPIC, 2): 0}
+    port.position[(TOPIC, 2)] = 0
+    core.parts[(TOPIC, 2)].held = 7  # e.g. the iterator is still handing out records before the hold
+    assert core.positions([(TOPIC, 2)]) == {(TOPIC, 2): 0}

@@ -274,3 +274,111 @@ def test_without_env_var_c_is_used_in_a_fresh_process() -> None:
     out = _run("import kafka_ordered; print(kafka_ordered.speedups_enabled())", **{_hashing.NO_SPEEDUPS_ENV: "0"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+# -- no compiler: the package still installs and works, and says so once at DEBUG
+
+# (also drops a development checkout's editable-install finder, which would
+# otherwise find another checkout's extension for a package run from elsewhere)
+_NO_EDITABLE = "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in str(f)]\n"
+
+_BLOCK_SPEEDUPS = (
+    "import sys\n"
+    "class _NoCompilerHere:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name == 'kafka_ordered._speedups':\n"
+    "            raise ImportError('kafka_ordered._speedups was not built')\n"
+    "        return None\n"
+    "sys.meta_path.insert(0, _NoCompilerHere())\n"
+)
+
+
+def test_missing_extension_falls_back_and_says_so_once_at_debug() -> None:
+    code = _BLOCK_SPEEDUPS + (
+        "import logging; logging.basicConfig(level=logging.DEBUG, format='%(levelname)s %(name)s %(message)s')\n"
+        "import importlib, kafka_ordered\n"
+        "from kafka_ordered import Layout, _fastpath, _hashing\n"
+        "from kafka_ordered.confluent import OrderedConsumer, OrderedProducer\n"
+        "importlib.import_module('kafka_ordered._gating')\n"
+        "print('enabled', kafka_ordered.speedups_enabled())\n"
+        "print('routes', _fastpath.ProducerRoute is _fastpath.PyProducerRoute, _fastpath.Calm is _fastpath.PyCalm)\n"
+        "print('methods', type(OrderedProducer.produce).__name__, type(OrderedConsumer.poll).__name__)\n"
+        "print('partition', Layout('t', 0, 3, 7, 7).partition_for(b'foobar'))\n"
+    )
+    out = _run(code)
+    assert out.returncode == 0, out.stderr
+    assert "enabled False" in out.stdout and "routes True True" in out.stdout
+    assert "methods PyMethod PyMethod" in out.stdout
+    want = layout._compile_py(3, 7, "murmur2")(b"foobar")
+    assert f"partition {want}" in out.stdout
+    lines = [ln for ln in out.stderr.splitlines() if "speed-ups" in ln]
+    assert lines == ["DEBUG kafka_ordered C speed-ups unavailable, using pure Python"], out.stderr
+    # and nothing above DEBUG: an application logging at INFO sees nothing
+    quiet = _run(_BLOCK_SPEEDUPS + "import logging; logging.basicConfig(level=logging.INFO)\nimport kafka_ordered\n")
+    assert quiet.returncode == 0 and "speed-ups" not in quiet.stderr
+
+
+def test_build_without_a_compiler_succeeds_without_the_extension(tmp_path: Any) -> None:
+    """What ``pip install .`` runs on a machine without a C compiler
+    (``setup.py build`` with ``CC`` failing): the optional extension is
+    skipped with a warning, the build succeeds, and the built package
+    imports and works on the pure-Python path."""
+    import shutil
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("setup.py", "setup.cfg", "pyproject.toml", "README.md", "pyspark_kafka_ordered.py"):
+        shutil.copy(os.path.join(root, name), src / name)
+    for pkg in ("kafka_ordered", "spark_connector"):
+        shutil.copytree(os.path.join(root, pkg), src / pkg,
+                        ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    env = dict(os.environ, CC="false")
+    env.pop(_hashing.NO_SPEEDUPS_ENV, None)
+    built = subprocess.run([sys.executable, "setup.py", "build", "--build-base", str(tmp_path / "build")],
+                           cwd=src, env=env, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    assert 'building extension "kafka_ordered._speedups" failed' in built.stdout + built.stderr
+    lib = next((tmp_path / "build").glob("lib*"))
+    assert not list(lib.rglob("_speedups*.so")) and (lib / "kafka_ordered" / "_fastpath.py").exists()
+    code = (_NO_EDITABLE + "import kafka_ordered, sys\n"
+            "assert kafka_ordered.__file__.startswith(sys.argv[1]), kafka_ordered.__file__\n"
+            "print(kafka_ordered.speedups_enabled(), kafka_ordered.Layout('t', 0, 3, 7, 7).partition_for(b'foobar'))\n")
+    ran = subprocess.run([sys.executable, "-c", code, str(lib)], cwd=tmp_path, env=dict(env, PYTHONPATH=str(lib)),
+                         capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["False", str(layout._compile_py(3, 7, "murmur2")(b"foobar"))]
+
+
+def test_stale_extension_is_refused_with_a_warning() -> None:
+    """An extension built from older sources (a development checkout that
+    was not rebuilt) lacks what this code needs: refused once, loudly, and
+    the pure-Python paths are used."""
+    code = (
+        "import sys, types\n"
+        "class _Stale:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'kafka_ordered._speedups':\n"
+        "            import importlib.machinery as m\n"
+        "            return m.ModuleSpec(name, self)\n"
+        "    def create_module(self, spec):\n"
+        "        mod = types.ModuleType(spec.name); mod.__file__ = '/stale/_speedups.so'; return mod\n"
+        "    def exec_module(self, mod):\n"
+        "        mod.murmur2 = mod.murmur3 = mod.crc32 = len\n"
+        "sys.meta_path.insert(0, _Stale())\n"
+        "import logging; logging.basicConfig(level=logging.DEBUG, format='%(levelname)s %(message)s')\n"
+        "import kafka_ordered\n"
+        "print('enabled', kafka_ordered.speedups_enabled(), kafka_ordered.Layout('t', 0, 3, 7, 7).partition_for(b'ab'))\n"
+    )
+    out = _run(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["enabled", "False", str(layout._compile_py(3, 7, "murmur2")(b"ab"))]
+    warnings = [ln for ln in out.stderr.splitlines() if "speed-ups" in ln]
+    assert len(warnings) == 1 and warnings[0].startswith("WARNING C speed-ups out of date"), out.stderr
+    assert "make ext" in warnings[0]
+
+
+@needs_c
+def test_built_extension_has_the_api_this_code_needs() -> None:
+    assert C.API == _hashing.SPEEDUPS_API
+

@@ -1,0 +1,288 @@
+"""The per-record paths: C when the speed-ups are enabled, else the
+pure-Python equivalents below (same decisions, tested to agree).
+
+Producer
+--------
+
+A :data:`ProducerRoute` is one managed topic's state as the per-record path
+reads it; the registering core (:mod:`kafka_ordered._registering`) owns it:
+
+- ``ready``: keyed records may go straight out (registered for the current
+  layout, no switch running, nothing buffered);
+- ``fn``: the layout's ``key (bytes) -> partition`` function;
+- ``stamp``: partitions whose keyed records must take the slow path (empty in
+  the steady state: the hook for per-partition rules such as stamping the
+  first records after a registration, so that the per-record path checks
+  one thing). Add a partition to it and its keyed records go through
+  :meth:`RegisteringCore.route <kafka_ordered._registering.RegisteringCore.route>`
+  (both clients); remove it and they take the per-record path again;
+- ``inflight``: senders between their ``ready`` check and the return of the
+  inner client's call. A sender counts itself in (``enter()``, which returns
+  ``ready``) *before* it checks ``ready`` and out (``leave()``) after the
+  inner call returned; :func:`close_route` clears ``ready`` and then waits
+  for ``inflight`` to reach 0. So once it returns, no record partitioned
+  under the old layout can still be enqueued, and the hot path takes no lock.
+
+:func:`fast_produce` builds the per-instance callable that
+``OrderedProducer.produce`` dispatches to (see :func:`method`): called
+exactly like ``confluent_kafka.Producer.produce``,
+it sends the common case (managed topic, ready route, ``bytes``/``str`` key,
+no explicit partition, the key's partition not in ``stamp``) with one
+partition computation and one call ``produce(topic, value, key, partition[,
+callback][, timestamp=, headers=])``, and passes every other call unchanged
+to ``slow``.
+
+Consumer
+--------
+A :data:`Calm` says whether a consumer may skip its gating core for a while
+(see :class:`kafka_ordered._gating.GatingCore`): ``quiet``, a deadline
+``until``, and for the causal-token rule the next offset ``expected`` per
+partition (the consumer's :class:`~kafka_ordered._freshness.CausalFreshness`
+dict) and the ``managed`` topics. :func:`fast_fetch` builds a consumer's
+``poll``/``consume``: while ``calm.quiet`` it calls the client's own fetch
+with the arguments unchanged and, reading the clock once, before
+``calm.until`` returns what it got untouched if it is empty or if
+:func:`admits_py` (or its C twin) admits it (no stamp, no gap: the rule needs
+no catch-up), else passes it through ``after(result)``; past the deadline,
+an empty result after ``idle()`` (the per-poll work, safe with nothing in
+hand) and any other through ``after(result)``. Without the calm the call
+goes to ``slow``.
+
+:func:`method` puts either path on the class, so that ``obj.produce(...)``
+costs no Python frame.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple
+
+from . import _hashing
+from .tokens import HEADER as _STAMP_HEADER
+
+__all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route", "method",
+           "PyMethod", "Calm", "PyCalm", "admits_py", "fast_fetch", "fast_fetch_py"]
+
+
+class PyProducerRoute:
+    """Pure-Python :data:`ProducerRoute` (the C type's fallback).
+
+    ``enter``/``leave`` count senders with ``list.append``/``list.pop``,
+    which are atomic under the GIL."""
+
+    __slots__ = ("ready", "fn", "stamp", "_inside")
+
+    def __init__(self, fn: Optional[Callable[[Any], int]] = None) -> None:
+        self.ready = False
+        self.fn = fn
+        self.stamp: Set[int] = set()
+        self._inside: List[None] = []
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inside)
+
+    def enter(self) -> bool:
+        self._inside.append(None)
+        return self.ready
+
+    def leave(self) -> None:
+        self._inside.pop()
+
+    def __repr__(self) -> str:
+        return f"ProducerRoute(ready={self.ready}, fn={self.fn!r}, stamp={self.stamp!r}, inflight={self.inflight})"
+
+
+#: The route type in use: ``kafka_ordered._speedups.ProducerRoute`` or :class:`PyProducerRoute`.
+ProducerRoute: Any = _hashing._C.ProducerRoute if _hashing._C is not None else PyProducerRoute
+
+
+def fast_produce_py(produce: Callable[..., Any], slow: Callable[..., Any],
+                    routes: Dict[str, Any]) -> Callable[..., Any]:
+    """The pure-Python per-record path (see the module docstring)."""
+    get = routes.get
+
+    def produce_fast(topic: str, value: Any = None, key: Any = None, partition: int = -1,
+                     on_delivery: Optional[Callable[..., None]] = None, timestamp: int = 0, headers: Any = None,
+                     *, callback: Optional[Callable[..., None]] = None) -> Any:
+        if partition == -1 and topic.__class__ is str:
+            r = get(topic)
+            if r is not None and r.ready:
+                kc = key.__class__
+                kb = key if kc is bytes else _utf8(key) if kc is str else None
+                if kb is not None:
+                    inside = r._inside
+                    inside.append(None)
+                    try:
+                        if r.ready:
+                            p = r.fn(kb)
+                            if not r.stamp or p not in r.stamp:
+                                cb = on_delivery if on_delivery is not None else callback
+                                if timestamp or headers is not None:
+                                    return produce(topic, value, key, p, cb, timestamp=timestamp, headers=headers)
+                                if cb is None:
+                                    return produce(topic, value, key, p)
+                                return produce(topic, value, key, p, cb)
+                    finally:
+                        inside.pop()
+        return slow(topic, value, key, partition, on_delivery, timestamp, headers, callback=callback)
+
+    produce_fast.__wrapped__ = slow  # type: ignore[attr-defined]
+    produce_fast.__doc__ = slow.__doc__
+    return produce_fast
+
+
+def _utf8(key: str) -> Optional[bytes]:
+    try:
+        return key.encode("utf-8")
+    except UnicodeEncodeError:
+        return None  # the slow path raises the client's own error
+
+
+def fast_produce(produce: Callable[..., Any], slow: Callable[..., Any], routes: Dict[str, Any]) -> Callable[..., Any]:
+    """The per-record path over ``routes`` (topic -> :data:`ProducerRoute`):
+    the C ``FastProduce`` when the speed-ups are enabled, else :func:`fast_produce_py`."""
+    if _hashing._C is not None:
+        return _hashing._C.FastProduce(produce, slow, routes)  # type: ignore[no-any-return]
+    return fast_produce_py(produce, slow, routes)
+
+
+def close_route(route: Any) -> None:
+    """Clear ``route.ready``, then wait until no sender is between its ready
+    check and the return of its inner call. Afterwards nothing more is sent
+    on the per-record path until ``ready`` is set again."""
+    route.ready = False
+    while route.inflight:
+        # Another thread is inside the inner client's send; it returns
+        # without needing anything the caller holds.
+        time.sleep(0.0001)
+
+
+class PyMethod:
+    """Pure-Python :func:`method` (the C ``Method``'s fallback): a
+    non-data descriptor that returns ``getattr(instance, attr)``."""
+
+    def __init__(self, function: Callable[..., Any], attr: str) -> None:
+        functools.update_wrapper(self, function)
+        self.attr = attr
+
+    def __get__(self, obj: Any, cls: Any = None) -> Any:
+        return self if obj is None else getattr(obj, self.attr)
+
+    def __call__(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(obj, self.attr)(*args, **kwargs)
+
+
+def method(function: Callable[..., Any], attr: str) -> Any:
+    """A class attribute standing for the method ``function`` that calls the
+    instance's per-instance implementation ``getattr(self, attr)`` (for
+    ``OrderedProducer.produce``: the instance's :func:`fast_produce`).
+
+    With the C speed-ups it is a method descriptor (``obj.produce(...)``
+    costs no Python frame and no instance-dictionary look-up); ``help()``
+    and ``inspect.signature`` see ``function`` through ``__wrapped__``."""
+    if _hashing._C is not None:
+        return _hashing._C.Method(function, attr)
+    return PyMethod(function, attr)
+
+
+class PyCalm:
+    """Pure-Python :data:`Calm`."""
+
+    __slots__ = ("quiet", "until", "expected", "managed")
+
+    def __init__(self) -> None:
+        self.quiet = False
+        self.until = float("-inf")
+        self.expected: Dict[Tuple[str, int], int] = {}
+        self.managed: AbstractSet[str] = frozenset()
+
+
+def admits_py(calm: Any, got: Any) -> bool:
+    """Whether a calm fetch's records (confluent-kafka Messages: ``got`` is
+    one or a list) may be returned untouched under the causal-token rule
+    (:mod:`kafka_ordered.tokens`): no error, no ``kafka-ordered.reg``
+    header, and every record of a topic in ``calm.managed`` at the next
+    offset ``calm.expected`` holds for its partition. Then the expected
+    offsets are moved past the fetch; otherwise nothing changes and the
+    caller takes the full path (which strips stamps and catches up)."""
+    msgs = got if got.__class__ is list else (got,)
+    managed, expected = calm.managed, calm.expected
+    ends: List[Tuple[Tuple[str, int], int]] = []
+    key: Optional[Tuple[str, int]] = None
+    prev = -1
+    for m in msgs:
+        if m.error() is not None:
+            return False
+        h = m.headers()
+        if h is not None and _has_stamp_header(h):
+            return False
+        topic = m.topic()
+        if topic not in managed:
+            continue
+        k = (topic, m.partition())
+        off = m.offset()
+        if k == key:
+            if off != prev + 1:
+                return False
+        else:
+            if key is not None:
+                ends.append((key, prev + 1))
+            key = k
+            if expected.get(k) != off:
+                return False
+        prev = off
+    if key is not None:
+        ends.append((key, prev + 1))
+        for k, nxt in ends:
+            expected[k] = nxt
+    return True
+
+
+def _has_stamp_header(headers: Any) -> bool:
+    if headers.__class__ is not list:
+        return True
+    for t in headers:
+        if t.__class__ is not tuple or not t or t[0].__class__ is not str or t[0] == _STAMP_HEADER:
+            return True
+    return False
+
+
+_CONTAINERS = (list, dict)
+
+#: The calm type in use: ``kafka_ordered._speedups.Calm`` or :class:`PyCalm`.
+Calm: Any = _hashing._C.Calm if _hashing._C is not None else PyCalm
+
+
+def fast_fetch_py(fetch: Callable[..., Any], slow: Callable[..., Any], after: Callable[[Any], Any],
+                  idle: Callable[[], Any], calm: Any) -> Callable[..., Any]:
+    """The pure-Python fetch path (see the module docstring)."""
+    monotonic = time.monotonic
+
+    def fetch_fast(*args: Any, **kwargs: Any) -> Any:
+        if not calm.quiet:
+            return slow(*args, **kwargs)
+        got = fetch(*args, **kwargs)
+        if calm.quiet and monotonic() < calm.until:
+            if got is None or (got.__class__ in _CONTAINERS and not got) or admits_py(calm, got):
+                return got
+            return after(got)
+        # (a Message's truth is its value's length: test for None and empty containers only)
+        if got is None or (got.__class__ in _CONTAINERS and not got):
+            idle()
+            return got
+        return after(got)
+
+    fetch_fast.__wrapped__ = slow  # type: ignore[attr-defined]
+    fetch_fast.__doc__ = slow.__doc__
+    return fetch_fast
+
+
+def fast_fetch(fetch: Callable[..., Any], slow: Callable[..., Any], after: Callable[[Any], Any],
+               idle: Callable[[], Any], calm: Any) -> Callable[..., Any]:
+    """A consumer's ``poll``/``consume`` over ``calm`` (a :data:`Calm`): the C
+    ``FastFetch`` when the speed-ups are enabled, else :func:`fast_fetch_py`."""
+    if _hashing._C is not None:
+        return _hashing._C.FastFetch(fetch, slow, after, idle, calm)  # type: ignore[no-any-return]
+    return fast_fetch_py(fetch, slow, after, idle, calm)

@@ -1,0 +1,596 @@
+"""The producer's per-record path (``kafka_ordered._fastpath``): the C
+``FastProduce``/``ProducerRoute`` and the pure-Python fallback decide the same
+way on every kind of call, and a route that is closed while senders are
+inside the inner client waits for them (so nothing partitioned under an old
+layout is enqueued after a switch started)."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import pytest
+
+from kafka_ordered import Layout, _fastpath, _hashing
+from kafka_ordered.confluent import OrderedProducer
+
+try:
+    from kafka_ordered import _speedups as C  # type: ignore[attr-defined]
+except ImportError:
+    C = None
+
+needs_c = pytest.mark.skipif(C is None, reason="C extension kafka_ordered._speedups not built")
+
+LAYOUT = Layout("t", 1, 4, 6, 8)
+PRODUCE_SIG = inspect.signature(lambda topic, value=None, key=None, partition=-1, on_delivery=None, timestamp=0,
+                                headers=None: None)
+SLOW_SIG = inspect.signature(OrderedProducer.produce)
+
+
+class Recorder:
+    """Fake inner produce and slow path; records normalised calls."""
+
+    def __init__(self) -> None:
+        self.calls: List[Tuple[str, Dict[str, Any]]] = []
+
+    def produce(self, *args: Any, **kwargs: Any) -> str:
+        bound = PRODUCE_SIG.bind(*args, **kwargs)
+        bound.apply_defaults()
+        self.calls.append(("produce", dict(bound.arguments)))
+        return "sent"
+
+    def slow(self, *args: Any, **kwargs: Any) -> str:
+        bound = SLOW_SIG.bind(None, *args, **kwargs)
+        bound.apply_defaults()
+        args_ = dict(bound.arguments)
+        del args_["self"]
+        self.calls.append(("slow", args_))
+        return "slow"
+
+
+def _impls() -> List[Any]:
+    out = [pytest.param("python", id="python")]
+    if C is not None:
+        out.append(pytest.param("c", id="c"))
+    return out
+
+
+def _build(impl: str, rec: Recorder, routes: Dict[str, Any]) -> Callable[..., Any]:
+    if impl == "c":
+        return C.FastProduce(rec.produce, rec.slow, routes)
+    return _fastpath.fast_produce_py(rec.produce, rec.slow, routes)
+
+
+def _route(impl: str, ready: bool = True, fn: Any = None, stamp: Tuple[int, ...] = ()) -> Any:
+    """A route with ``fn`` (default LAYOUT's), C or pure Python. The C route
+    gets the C partitioner (which the C path computes inline) even when the
+    speed-ups are switched off for the rest of the package."""
+    r = C.ProducerRoute() if impl == "c" else _fastpath.PyProducerRoute()
+    if fn is None:
+        fn = C.LinearPartitioner("murmur2", 4, 6) if impl == "c" else LAYOUT._fn
+    elif impl == "c" and not isinstance(fn, C.LinearPartitioner):
+        fn = C.LinearPartitioner("murmur2", fn.initial, fn.partitions)
+    r.fn = fn
+    r.ready = ready
+    r.stamp.update(stamp)
+    return r
+
+
+class _Counts:
+    """What _route needs to build a partitioner: counts (Python path: layout fn)."""
+
+    def __init__(self, initial: int, partitions: int) -> None:
+        self.initial, self.partitions = initial, partitions
+        self.fn = Layout("t", 1, initial, partitions, 8)._fn
+
+    def __call__(self, key: bytes) -> int:
+        return self.fn(key)  # type: ignore[no-any-return]
+
+
+def cb(err: Any, msg: Any) -> None:  # a delivery callback
+    pass
+
+
+def cb2(err: Any, msg: Any) -> None:
+    pass
+
+
+KEY = b"user-17"
+P = LAYOUT.partition_for(KEY)
+
+# (args, kwargs) of produce() calls, every shape the fast path must decide
+CALLS: List[Tuple[Tuple[Any, ...], Dict[str, Any]]] = [
+    (("t", b"v", KEY), {}),
+    (("t", b"v"), {"key": KEY}),
+    (("t",), {"value": b"v", "key": KEY}),
+    (("t",), {"key": KEY}),
+    (("t", None, KEY), {}),
+    (("t", "str value", "user-17"), {}),
+    (("t", b"v", "ключ"), {}),
+    (("t", b"v", "\udc80"), {}),  # not UTF-8 encodable: the slow path judges
+    (("t", b"v", bytearray(KEY)), {}),
+    (("t", b"v", memoryview(KEY)), {}),
+    (("t", b"v", 17), {}),
+    (("t", b"v"), {}),
+    (("t", b"v", None), {}),
+    (("t", b"v", KEY), {"on_delivery": cb}),
+    (("t", b"v", KEY), {"callback": cb}),
+    (("t", b"v", KEY), {"on_delivery": cb, "callback": cb2}),
+    (("t", b"v", KEY), {"on_delivery": None, "callback": cb2}),
+    (("t", b"v", KEY), {"on_delivery": None}),
+    (("t", b"v", KEY), {"timestamp": 1234}),
+    (("t", b"v", KEY), {"timestamp": 0}),
+    (("t", b"v", KEY), {"headers": [("h", b"1")]}),
+    (("t", b"v", KEY), {"headers": None}),
+    (("t", b"v", KEY), {"headers": {"h": b"1"}, "timestamp": 5, "on_delivery": cb}),
+    (("t", b"v", KEY), {"partition": -1}),
+    (("t", b"v", KEY), {"partition": 2}),
+    (("t", b"v", KEY), {"partition": None}),
+    (("t", b"v", KEY, -1), {}),
+    (("t", b"v", KEY, 3), {}),
+    (("t", b"v", KEY, -1, cb), {}),
+    (("other", b"v", KEY), {}),
+    ((b"t", b"v", KEY), {}),
+    (("t", b"v", KEY), {"value": b"dup"}),
+    (("t", b"v", KEY), {"key": b"dup"}),
+    (("t", b"v", KEY), {"unknown": 1}),
+    ((), {}),
+    ((), {"topic": "t", "value": b"v", "key": KEY}),
+]
+
+
+def _outcome(fast: Callable[..., Any], rec: Recorder, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    rec.calls.clear()
+    try:
+        result: Any = fast(*args, **kwargs)
+    except TypeError as e:
+        result = ("TypeError", "multiple values" in str(e) or "missing" in str(e))
+    return result, list(rec.calls)
+
+
+@pytest.mark.parametrize("state", ["ready", "not ready", "stamped", "stamped elsewhere"])
+def test_c_and_python_paths_decide_alike(state: str) -> None:
+    outcomes: Dict[str, List[Any]] = {}
+    for impl in [p.values[0] for p in _impls()]:
+        rec = Recorder()
+        stamp = (P,) if state == "stamped" else ((P + 1) % 6,) if state == "stamped elsewhere" else ()
+        fast = _build(impl, rec, {"t": _route(impl, ready=state != "not ready", stamp=stamp)})
+        outcomes[impl] = [_outcome(fast, rec, a, k) for a, k in CALLS]
+    for impl, got in outcomes.items():
+        kinds = [kind for _, calls in got for kind, _ in calls]
+        if state == "not ready":
+            assert set(kinds) == {"slow"}, impl
+        else:
+            assert {"slow", "produce"} <= set(kinds), impl
+        if state == "stamped":
+            assert got[0][1][0][0] == "slow", impl  # KEY's partition is stamped
+        elif state != "not ready":
+            assert got[0][1][0][0] == "produce", impl
+    if "c" in outcomes:
+        for (args, kwargs), py, c in zip(CALLS, outcomes["python"], outcomes["c"]):
+            assert py == c, (args, kwargs)
+
+
+@pytest.mark.parametrize("impl", _impls())
+def test_common_calls_take_the_fast_path(impl: str) -> None:
+    rec = Recorder()
+    fast = _build(impl, rec, {"t": _route(impl)})
+    assert fast("t", b"v", KEY) == "sent"
+    assert rec.calls == [("produce", {"topic": "t", "value": b"v", "key": KEY, "partition": P, "on_delivery": None,
+                                      "timestamp": 0, "headers": None})]
+    rec.calls.clear()
+    fast("t", b"v", "user-17", callback=cb, headers=[("h", b"x")])
+    assert rec.calls == [("produce", {"topic": "t", "value": b"v", "key": "user-17", "partition": P,
+                                      "on_delivery": cb, "timestamp": 0, "headers": [("h", b"x")]})]
+    rec.calls.clear()
+    assert fast("t", b"v", 17) == "slow"  # not a key the fast path hashes
+    assert fast("other", b"v", KEY) == "slow"  # not managed (no route)
+    assert [k for k, _ in rec.calls] == ["slow", "slow"]
+
+
+@pytest.mark.parametrize("impl", _impls())
+def test_signature_and_doc_are_the_slow_paths(impl: str) -> None:
+    rec = Recorder()
+    fast = _build(impl, rec, {})
+    assert fast.__wrapped__ == rec.slow  # type: ignore[attr-defined]
+    assert inspect.signature(fast) == inspect.signature(rec.slow)
+
+
+@pytest.mark.parametrize("impl", _impls())
+def test_errors_of_the_inner_call_propagate_and_leave_the_route_clean(impl: str) -> None:
+    route = _route(impl)
+
+    def full(*args: Any) -> None:
+        raise BufferError("Local: Queue full")
+
+    fast = C.FastProduce(full, Recorder().slow, {"t": route}) if impl == "c" else \
+        _fastpath.fast_produce_py(full, Recorder().slow, {"t": route})
+    with pytest.raises(BufferError, match="Queue full"):
+        fast("t", b"v", KEY)
+    assert route.inflight == 0
+
+
+@needs_c
+def test_c_route_contract() -> None:
+    r = C.ProducerRoute()
+    assert (r.ready, r.fn, r.stamp, r.inflight) == (False, None, set(), 0)
+    r.ready = 1
+    assert r.ready is True
+    assert r.enter() is True and r.inflight == 1
+    r.leave()
+    assert r.inflight == 0
+    with pytest.raises(RuntimeError, match="without enter"):
+        r.leave()
+    with pytest.raises(AttributeError):
+        r.stamp = set()  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        C.FastProduce(1, print, {})
+    with pytest.raises(TypeError):
+        C.FastProduce(print, print, [])
+    assert "ready=True" in repr(r)
+
+
+@needs_c
+def test_c_fast_path_keeps_reference_counts() -> None:
+    rec = Recorder()
+    route = _route("c")
+    topic, value, key = "t", b"value", b"key-refcount"
+    fast = C.FastProduce(lambda *a: None, rec.slow, {"t": route})
+    fast(topic, value, key)  # the topic and its route are cached from here on
+    before = [sys.getrefcount(o) for o in (topic, value, key, route)]
+    for _ in range(10_000):
+        fast(topic, value, key)
+        fast(topic, value, key, on_delivery=cb)
+    assert [sys.getrefcount(o) for o in (topic, value, key, route)] == before
+
+
+@pytest.mark.parametrize("impl", _impls())
+def test_close_route_waits_for_senders_inside_the_inner_call(impl: str) -> None:
+    """A sender past its ready check is inside the inner client (which here
+    runs Python code, so the GIL changes hands): close_route returns only
+    after it left, and later sends take the slow path."""
+    route = _route(impl)
+    inside, release = threading.Event(), threading.Event()
+    rec = Recorder()
+
+    def slow_inner(*args: Any) -> None:
+        inside.set()
+        release.wait(5)
+
+    fast = C.FastProduce(slow_inner, rec.slow, {"t": route}) if impl == "c" else \
+        _fastpath.fast_produce_py(slow_inner, rec.slow, {"t": route})
+    t = threading.Thread(target=fast, args=("t", b"v", KEY))
+    t.start()
+    assert inside.wait(5)
+    closed = threading.Event()
+    closer = threading.Thread(target=lambda: (_fastpath.close_route(route), closed.set()))
+    closer.start()
+    time.sleep(0.05)
+    assert not closed.is_set(), "close_route returned while a sender was inside the inner call"
+    release.set()
+    assert closed.wait(5)
+    t.join(5)
+    closer.join(5)
+    assert fast("t", b"v", KEY) == "slow"
+
+
+@pytest.mark.parametrize("impl", _impls())
+def test_nothing_is_enqueued_under_an_old_layout_after_close(impl: str) -> None:
+    """Senders on several threads against a switcher that closes the route,
+    changes its layout and reopens it, over and over: every record the inner
+    client accepts was partitioned by the layout current at that moment."""
+    fns = [_route(impl, fn=_Counts(4, n)).fn for n in (4, 5, 6, 7, 8)]
+    current: List[Any] = [fns[0]]
+    switching = [False]
+    bad: List[str] = []
+    sent = [0]
+
+    def inner(topic: str, value: Any, key: bytes, partition: int, *rest: Any) -> None:
+        time.sleep(0)  # let the GIL change hands inside the inner call
+        if switching[0]:
+            bad.append("enqueued while the route was closed")
+        elif partition != current[0](key):
+            bad.append(f"{key!r} -> {partition}, layout says {current[0](key)}")
+        sent[0] += 1
+
+    route = _route(impl, fn=current[0])
+    rec = Recorder()
+    fast = C.FastProduce(inner, rec.slow, {"t": route}) if impl == "c" else \
+        _fastpath.fast_produce_py(inner, rec.slow, {"t": route})
+    stop = threading.Event()
+
+    def sender(n: int) -> None:
+        i = 0
+        while not stop.is_set():
+            fast("t", b"v", b"k-%d-%d" % (n, i % 500))
+            i += 1
+
+    threads = [threading.Thread(target=sender, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        for i in range(200):
+            _fastpath.close_route(route)
+            switching[0] = True
+            time.sleep(0)
+            current[0] = fns[(i + 1) % len(fns)]
+            route.fn = current[0]
+            switching[0] = False
+            route.ready = True
+            time.sleep(0.0005)
+    finally:
+        sys.setswitchinterval(old)
+        stop.set()
+        for t in threads:
+            t.join(10)
+    assert bad == []
+    assert sent[0] > 100 and rec.calls, "both paths were exercised"
+
+
+def test_route_type_follows_the_speedups_switch() -> None:
+    expected = C.ProducerRoute if _hashing._C is not None else _fastpath.PyProducerRoute
+    assert _fastpath.ProducerRoute is expected
+
+
+# -- the class attribute that dispatches to the per-instance path
+
+
+def _method_impls() -> List[Any]:
+    out = [pytest.param(_fastpath.PyMethod, id="python")]
+    if C is not None:
+        out.append(pytest.param(C.Method, id="c"))
+    return out
+
+
+@pytest.mark.parametrize("make", _method_impls())
+def test_method_calls_each_instances_own_implementation(make: Any) -> None:
+    class Thing:
+        def __init__(self, name: str) -> None:
+            self._impl = lambda *a, **k: (name, a, k)
+
+        def act(self, x: int, y: int = 0) -> Any:
+            """Act on x."""
+            raise AssertionError("the per-instance implementation is called")
+
+        act = make(act, "_impl")
+
+    a, b = Thing("a"), Thing("b")
+    for _ in range(3):  # alternating instances: the cache never answers for the wrong one
+        assert a.act(1, y=2) == ("a", (1,), {"y": 2})
+        assert b.act(3) == ("b", (3,), {})
+    assert Thing.act(a, 5) == ("a", (5,), {})
+    assert a.act is a._impl and callable(b.act)
+    assert Thing.act.__doc__ == "Act on x." and Thing.act.__name__ == "act"
+    assert list(inspect.signature(Thing.act).parameters) == ["self", "x", "y"]
+    del a
+    c = Thing("c")  # may reuse a's memory: a dead instance's entry must not match
+    assert c.act(0) == ("c", (0,), {})
+
+
+def test_ordered_producer_produce_is_documented_and_typed_as_written() -> None:
+    sig = inspect.signature(OrderedProducer.produce)
+    assert list(sig.parameters) == ["self", "topic", "value", "key", "partition", "on_delivery", "timestamp",
+                                    "headers", "callback"]
+    assert "confluent_kafka.Producer.produce" in (OrderedProducer.produce.__doc__ or "")
+
+
+# -- the consumer's fetch path
+
+
+class _Msg:
+    """The parts of a confluent ``Message`` the calm path reads."""
+
+    def __init__(self, topic: str = "u", partition: int = 0, offset: int = 0, headers: Any = None,
+                 error: Any = None) -> None:
+        self._t, self._p, self._o, self._h, self._e = topic, partition, offset, headers, error
+
+    def topic(self) -> str:
+        return self._t
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def headers(self) -> Any:
+        return self._h
+
+    def error(self) -> Any:
+        return self._e
+
+    def __repr__(self) -> str:
+        return f"_Msg({self._t!r}, {self._p}, {self._o}, {self._h!r}, {self._e!r})"
+
+
+class _Falsy(_Msg):
+    """Like a confluent Message with an empty value: its truth is False."""
+
+    def __len__(self) -> int:
+        return 0
+
+
+def _calm(impl: str) -> Any:
+    return C.Calm() if impl == "c" else _fastpath.PyCalm()
+
+
+def _fetch_path(impl: str, calm: Any, result: Any, calls: List[Any]) -> Callable[..., Any]:
+    def fetch(*a: Any, **k: Any) -> Any:
+        calls.append(("fetch", a, k))
+        return result
+
+    def slow(*a: Any, **k: Any) -> Any:
+        calls.append(("slow", a, k))
+        return "slow"
+
+    def after(got: Any) -> Any:
+        calls.append(("after", got))
+        return ("after", got)
+
+    def idle() -> None:
+        calls.append(("idle",))
+
+    if impl == "c":
+        return C.FastFetch(fetch, slow, after, idle, calm)
+    return _fastpath.fast_fetch_py(fetch, slow, after, idle, calm)
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+@pytest.mark.parametrize("until", ["past", "future"])
+def test_c_and_python_fetch_paths_decide_alike(quiet: bool, until: str) -> None:
+    falsy = _Falsy()
+    results = [None, [], {}, [_Msg(), _Msg(offset=1)], falsy, _Msg(offset=7)]
+    outcomes: Dict[str, List[Any]] = {}
+    for impl in [p.values[0] for p in _impls()]:
+        got = []
+        for result in results:
+            calm = _calm(impl)
+            now = time.monotonic()
+            calm.quiet = quiet
+            calm.until = now + 60 if until == "future" else now - 1
+            calls: List[Any] = []
+            path = _fetch_path(impl, calm, result, calls)
+            got.append((path(500, timeout=1.5), [(c[0],) + c[1:] for c in calls]))
+        outcomes[impl] = got
+    for impl, got in outcomes.items():
+        for result, (value, calls) in zip(results, got):
+            if not quiet:
+                assert calls == [("slow", (500,), {"timeout": 1.5})] and value == "slow", impl
+                continue
+            assert calls[0] == ("fetch", (500,), {"timeout": 1.5}), impl
+            empty = result is None or result == [] or result == {}
+            if until == "future":
+                assert value is result and len(calls) == 1, (impl, result)
+            elif empty:  # nothing in hand: the per-poll work runs, the empty result is returned
+                assert value is result and calls[1:] == [("idle",)], (impl, result)
+            else:
+                assert value == ("after", result) and calls[1:] == [("after", result)], (impl, result)
+    if "c" in outcomes:
+        assert outcomes["c"] == outcomes["python"]
+
+
+@pytest.mark.parametrize("impl", _impls())
+def test_fetch_path_sees_the_calm_end_during_the_fetch(impl: str) -> None:
+    """An event during the fetch (a rebalance callback, new layout records)
+    ends the calm: what was fetched goes to ``after``."""
+    calm = _calm(impl)
+    calm.quiet, calm.until = True, time.monotonic() + 60
+
+    def fetch(*a: Any) -> List[str]:
+        calm.quiet = False
+        return ["m"]
+
+    def after(got: Any) -> Any:
+        return ("after", got)
+
+    path = C.FastFetch(fetch, lambda *a: "slow", after, print, calm) if impl == "c" else \
+        _fastpath.fast_fetch_py(fetch, lambda *a: "slow", after, print, calm)
+    assert path(1) == ("after", ["m"])
+    assert path(1) == "slow"
+
+
+@pytest.mark.parametrize("impl", _impls())
+def test_fetch_path_errors_propagate(impl: str) -> None:
+    calm = _calm(impl)
+    calm.quiet, calm.until = True, time.monotonic() + 60
+
+    def fetch(*a: Any) -> Any:
+        raise KeyError("client error")
+
+    path = C.FastFetch(fetch, print, print, print, calm) if impl == "c" else \
+        _fastpath.fast_fetch_py(fetch, print, print, print, calm)
+    with pytest.raises(KeyError, match="client error"):
+        path(1)
+
+
+def test_calm_type_follows_the_speedups_switch() -> None:
+    expected = C.Calm if _hashing._C is not None else _fastpath.PyCalm
+    assert _fastpath.Calm is expected
+
+
+@pytest.mark.parametrize("make", _method_impls())
+def test_method_keeps_no_instance_alive(make: Any) -> None:
+    """A closed and dropped producer must be freed (its client with it): the
+    class-level method must not hold the last instance through its
+    implementation (which refers back to the instance)."""
+    import gc
+    import weakref
+
+    class Thing:
+        def __init__(self) -> None:
+            self._impl = self.slow  # like FastProduce's slow path: refers back to the instance
+
+        def slow(self, x: int) -> int:
+            return x
+
+        def act(self, x: int) -> int:
+            raise AssertionError
+
+        act = make(act, "_impl")
+
+    t = Thing()
+    assert t.act(3) == 3
+    ref = weakref.ref(t)
+    del t
+    gc.collect()
+    assert ref() is None
+
+
+# -- the causal-token check of calm fetches
+
+
+STAMP = [("kafka-ordered.reg", b"log:7")]
+
+
+@pytest.mark.parametrize("impl", _impls())
+@pytest.mark.parametrize("case, fetched, admitted, expected_after", [
+    ("contiguous", [_Msg("t", 0, 5), _Msg("t", 0, 6)], True, {("t", 0): 7, ("t", 1): 3}),
+    ("single poll", _Msg("t", 1, 3), True, {("t", 0): 5, ("t", 1): 4}),
+    ("two runs", [_Msg("t", 0, 5), _Msg("t", 1, 3), _Msg("t", 1, 4)], True, {("t", 0): 6, ("t", 1): 5}),
+    ("unmanaged topic", [_Msg("u", 0, 99)], True, {("t", 0): 5, ("t", 1): 3}),
+    ("other headers", [_Msg("t", 0, 5, [("trace", b"x")])], True, {("t", 0): 6, ("t", 1): 3}),
+    ("stamped", [_Msg("t", 0, 5), _Msg("t", 0, 6, STAMP)], False, None),
+    ("stamped, unmanaged topic", [_Msg("u", 0, 1, STAMP)], False, None),
+    ("gap at the start", [_Msg("t", 0, 9)], False, None),
+    ("gap inside", [_Msg("t", 0, 5), _Msg("t", 0, 7)], False, None),
+    ("partition not expected (after an assignment or seek)", [_Msg("t", 2, 0)], False, None),
+    ("error", [_Msg("t", 0, 5), _Msg("t", 0, 6, error="boom")], False, None),
+    ("odd headers", [_Msg("t", 0, 5, {"kafka-ordered.reg": b"x"})], False, None),
+])
+def test_calm_fetch_is_returned_untouched_only_when_the_token_rule_needs_nothing(
+        impl: str, case: str, fetched: Any, admitted: bool, expected_after: Any) -> None:
+    """A calm consumer returns a fetch untouched only without a stamp, an
+    error or a gap on a managed topic; then the expected offsets move past it.
+    Otherwise the fetch goes through ``after`` (the full path: stamps
+    removed, the view caught up) and the expected offsets are left alone."""
+    calm = _calm(impl)
+    calm.quiet, calm.until = True, time.monotonic() + 60
+    calm.managed = frozenset({"t"})
+    start = {("t", 0): 5, ("t", 1): 3}
+    calm.expected.update(start)
+    calls: List[Any] = []
+    got = _fetch_path(impl, calm, fetched, calls)(1.0)
+    if admitted:
+        assert got is fetched and [c[0] for c in calls] == ["fetch"], case
+        assert calm.expected == expected_after, case
+    else:
+        assert got == ("after", fetched) and [c[0] for c in calls] == ["fetch", "after"], case
+        assert calm.expected == start, case
+
+
+@pytest.mark.parametrize("impl", _impls())
+def test_calm_expected_offsets_are_the_freshness_dict(impl: str) -> None:
+    """The calm path and the full path keep one set of expected offsets (the
+    core hands its CausalFreshness dict to the calm)."""
+    calm = _calm(impl)
+    shared: Dict[Any, int] = {("t", 0): 1}
+    calm.expected = shared
+    calm.managed = {"t"}
+    calm.quiet, calm.until = True, time.monotonic() + 60
+    _fetch_path(impl, calm, [_Msg("t", 0, 1)], [])(1.0)
+    assert shared == {("t", 0): 2} and calm.expected is shared
