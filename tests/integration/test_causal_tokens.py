@@ -439,3 +439,67 @@ def test_clients_made_for_a_switch_are_closed_when_idle_and_made_again(
     producer.produce(topic, b"v", KEYS[2])  # the next switch makes them again
     assert producer.flush(10) == 0
     assert producer.registrations[-1].epoch == 3 and producer.registrations[-1].offset is not None
+
+
+# -- the calm path (a consumer whose transitions are passed) still checks every record
+
+
+def _fetch(consumer: OrderedConsumer, api: str) -> List[Any]:
+    if api == "poll":
+        m = consumer.poll(0.1)
+        return [] if m is None else [m]
+    return consumer.consume(10, 0.1)
+
+
+def _calm_after(consumer: OrderedConsumer, api: str, got: List[Any], n: int) -> None:
+    """Fetch until ``got`` holds ``n`` records, then until the consumer is calm."""
+    deadline = time.monotonic() + 15
+    while len(got) < n or not consumer._core.calm.quiet:
+        assert time.monotonic() < deadline, f"{len(got)} of {n} records, calm {consumer._core.calm.quiet}"
+        got += _fetch(consumer, api)
+
+
+@pytest.mark.parametrize("api", ["poll", "consume"])
+def test_a_calm_consumer_still_catches_up_on_a_stamp_and_on_a_gap(
+    api: str, admin: LayoutAdmin, make_consumer: Callable[..., OrderedConsumer], bootstrap: str, topic: str,
+    unique: Callable[[str], str],
+) -> None:
+    """Once its transitions are passed a consumer returns the client's fetches
+    untouched (the calm path), but a record carrying a stamp beyond its view
+    still makes it read the log past the stamp first (and the stamp is
+    removed), and a gap in the fetched offsets (here a transaction's commit
+    marker) still makes it read the log to its end."""
+    admin.create_topic(topic, 1)
+    raw = Producer({"bootstrap.servers": bootstrap})
+    for i in range(3):
+        raw.produce(topic, b"v%d" % i, b"k", partition=0)
+    assert raw.flush(10) == 0
+    consumer = make_consumer(**OWN_FOLLOWER)
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got: List[Any] = []
+    _calm_after(consumer, api, got, 3)
+    _freeze(consumer)
+    view = consumer.history.next_offset
+    admin.create_topic(unique("other"), 1)  # one more layout-log record, beyond the frozen view
+    mark = admin._shared.follower.sync().next_offset - 1
+    assert mark >= view
+    log_id = consumer._shared.follower.log_id
+    freshness = consumer._core.freshness
+    catch_ups, syncs = freshness.catch_ups, freshness.syncs
+
+    raw.produce(topic, b"stamped", b"k", partition=0, headers=[(HEADER, f"{log_id}:{mark}".encode())])
+    assert raw.flush(10) == 0
+    _calm_after(consumer, api, got, 4)
+    assert got[3].value() == b"stamped" and got[3].headers() is None  # the stamp was removed
+    assert freshness.catch_ups == catch_ups + 1 and consumer.history.next_offset > mark
+
+    tx = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("tx")})
+    tx.init_transactions(10)
+    tx.begin_transaction()
+    tx.produce(topic, b"in-tx", b"k", partition=0)
+    tx.commit_transaction(10)
+    raw.produce(topic, b"after-marker", b"k", partition=0)  # one offset after the commit marker
+    assert raw.flush(10) == 0
+    _calm_after(consumer, api, got, 6)
+    assert [m.value() for m in got[4:]] == [b"in-tx", b"after-marker"]
+    assert freshness.syncs > syncs
