@@ -503,3 +503,50 @@ def test_a_calm_consumer_still_catches_up_on_a_stamp_and_on_a_gap(
     _calm_after(consumer, api, got, 6)
     assert [m.value() for m in got[4:]] == [b"in-tx", b"after-marker"]
     assert freshness.syncs > syncs
+
+
+def test_a_calm_kafka_python_consumer_still_catches_up_on_a_stamp(
+    admin: LayoutAdmin, bootstrap: str, layout_topic: str, topic: str, unique: Callable[[str], str],
+) -> None:
+    """The kafka-python adapter's calm path: a stamp beyond the view is still
+    caught up on and removed."""
+    from kafka import TopicPartition as KTP
+
+    from kafka_ordered.kafka_python import OrderedKafkaConsumer
+
+    admin.create_topic(topic, 1)
+    raw = Producer({"bootstrap.servers": bootstrap})
+    for i in range(3):
+        raw.produce(topic, b"v%d" % i, b"k", partition=0)
+    assert raw.flush(10) == 0
+    # client_id gives it its own layout-log resources (a follower we can freeze)
+    consumer = OrderedKafkaConsumer(bootstrap_servers=bootstrap, security_protocol="PLAINTEXT",
+                                    **{"ordered.layout.topic": layout_topic}, auto_offset_reset="earliest",
+                                    group_id=unique("g"), enable_auto_commit=False)
+    try:
+        consumer.assign([KTP(topic, 0)])
+        got: List[Any] = []
+
+        def calm_after(n: int) -> None:
+            deadline = time.monotonic() + 15
+            while len(got) < n or not consumer._core.calm.quiet:
+                assert time.monotonic() < deadline, f"{len(got)} of {n} records"
+                for recs in consumer.poll(100).values():
+                    got.extend(recs)
+
+        calm_after(3)
+        _freeze(consumer)  # type: ignore[arg-type]
+        view = consumer.history.next_offset
+        admin.create_topic(topic + "-other", 1)
+        mark = admin._shared.follower.sync().next_offset - 1
+        assert mark >= view
+        log_id = consumer._shared.follower.log_id
+        raw.produce(topic, b"stamped", b"k", partition=0, headers=[(HEADER, f"{log_id}:{mark}".encode())])
+        assert raw.flush(10) == 0
+        calm_after(4)
+        assert got[3].value == b"stamped" and list(got[3].headers) == []
+        assert consumer._shared.follower is not admin._shared.follower, "needs its own follower"
+        assert consumer._core.freshness.catch_ups == 1 and consumer.history.next_offset > mark, (
+            consumer._core.freshness.syncs, view, mark)
+    finally:
+        consumer.close()
