@@ -24,13 +24,13 @@ import os
 import platform
 import random
 import sys
-import threading
 import time
 from itertools import repeat
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
+from _common import BusyThread  # noqa: E402
 from kafka_ordered import Layout, _hashing, speedups_enabled  # noqa: E402
 from kafka_ordered.layout import _as_bytes, _compile_py  # noqa: E402
 
@@ -71,27 +71,6 @@ def ns_per_call(run: Callable[[List[bytes]], Any], keys: List[bytes], seconds: f
         if elapsed >= seconds:
             return elapsed * 1e9 / done
         chunk = min(chunk * 2, 16384)
-
-
-class BusyThread:
-    """One pure-Python thread holding the GIL whenever it can."""
-
-    def __init__(self) -> None:
-        self.stop = False
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-
-    def _spin(self) -> None:
-        while not self.stop:
-            sum(range(1000))
-
-    def __enter__(self) -> "BusyThread":
-        self.thread.start()
-        time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop = True
-        self.thread.join()
 
 
 def contenders() -> Iterator[Tuple[str, Optional[Callable[[List[bytes]], Any]]]]:
