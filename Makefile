@@ -37,11 +37,11 @@ ext: $(VENV)/.base
 demo: $(VENV)/.base
 	$(VENV)/bin/kafka-ordered demo
 
-## make test: the whole suite (unit, integration on an embedded broker, Spark), then the unit tests
-## again on the pure-Python fallback of the C speed-ups
+## make test: the whole suite (unit, integration on an embedded broker, Spark) on the C speed-ups,
+## then the whole suite again on their pure-Python fallback
 test: $(VENV)/.full
 	$(PY) -m pytest $(PYTEST_ARGS)
-	KAFKA_ORDERED_NO_SPEEDUPS=1 $(PY) -m pytest tests/unit $(PYTEST_ARGS)
+	KAFKA_ORDERED_NO_SPEEDUPS=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 ## make chaos SEEDS=0-49: the randomized multi-process fault suite, one line per seed and a total
 chaos: $(VENV)/.full
@@ -51,9 +51,9 @@ chaos: $(VENV)/.full
 test-unit: $(VENV)/.full
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-## make test-fallback: the unit tests on the pure-Python hashes (C speed-ups off)
+## make test-fallback: the whole suite on the pure-Python fallback (C speed-ups off)
 test-fallback: $(VENV)/.full
-	KAFKA_ORDERED_NO_SPEEDUPS=1 $(PY) -m pytest tests/unit $(PYTEST_ARGS)
+	KAFKA_ORDERED_NO_SPEEDUPS=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 typecheck: $(VENV)/.full
 	$(PY) -m pip install --quiet 'mypy>=1.10'
