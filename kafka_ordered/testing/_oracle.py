@@ -15,7 +15,11 @@ result of one member), a missing record is reported as a *tail hole*, not
 as missing, when both hold:
 
 - it was written out of order: a record at a higher offset of the same
-  partition was acknowledged before it, and
+  partition was acknowledged before it, or the record the batch holds right
+  above it was another producer's, acknowledged no later than
+  :data:`CONCURRENT_NS` after it (the two appends were in flight together;
+  acknowledgement order, measured in two processes, need not be the order
+  the broker wrote them), and
 - the group skipped it inside one returned batch: that batch holds the
   partition's offsets just below and just above it, with nothing between.
 
@@ -32,7 +36,11 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-__all__ = ["encode_value", "decode_value", "Violation", "OracleReport", "OrderingOracle"]
+__all__ = ["encode_value", "decode_value", "Violation", "OracleReport", "OrderingOracle", "CONCURRENT_NS"]
+
+#: How close two producers' acknowledgements must be for their appends to
+#: count as concurrent (a tail hole's precondition), in nanoseconds.
+CONCURRENT_NS = 50_000_000
 
 
 def encode_value(producer: str, seq: int) -> bytes:
@@ -170,6 +178,7 @@ class OrderingOracle:
             for i in range(len(lows) - 2, -1, -1):
                 lows[i] = min(lows[i], lows[i + 1])
             earliest_above[partition] = (offsets, lows)
+        by_offset = {(p, o): (rec[1], at) for rec, (p, o, at) in self._placed.items()}
         holes = set()
         for rec in self._acked - self._seen:
             placed_at = self._placed.get(rec)
@@ -178,9 +187,15 @@ class OrderingOracle:
             partition, offset, acked_at = placed_at
             offsets, lows = earliest_above[partition]
             i = bisect.bisect_right(offsets, offset)
-            written_out_of_order = i < len(offsets) and lows[i] < acked_at
-            if written_out_of_order and any(lo < offset < hi for lo, hi in skipped.get(partition, ())):
-                holes.add(rec)
+            acked_out_of_order = i < len(offsets) and lows[i] < acked_at
+            for lo, hi in skipped.get(partition, ()):
+                if not lo < offset < hi:
+                    continue
+                above = by_offset.get((partition, hi))
+                concurrent = above is not None and above[0] != rec[1] and above[1] <= acked_at + CONCURRENT_NS
+                if acked_out_of_order or concurrent:
+                    holes.add(rec)
+                    break
         return holes
 
     def report(self) -> OracleReport:

@@ -69,6 +69,40 @@ def test_a_record_written_in_order_is_missing_even_when_skipped_inside_a_batch()
     assert (rep.missing, rep.tail_holes) == (1, 0)
 
 
+def _concurrent(o: OrderingOracle, above_producer: str, above_acked_ns: int) -> None:
+    """Chaos seed 22: producer P1's batch took offsets 806-808 and was
+    acknowledged at t; P0's record 809 was acknowledged 1.4 ms later, yet a
+    tail reader was handed 805 and 809 in one batch (the broker wrote 809
+    first: the two appends were in flight together)."""
+    o.acknowledged(b"a", "P1", 0, partition=1, offset=805, at_ns=0)
+    for i, off in enumerate((806, 807, 808)):
+        o.acknowledged(b"h", "P1", i, partition=1, offset=off, at_ns=19_000_000)
+    o.acknowledged(b"z", above_producer, 0, partition=1, offset=809, at_ns=above_acked_ns)
+    o.delivered(b"a", "P1", 0, partition=1, offset=805, batch="c0@1")
+    o.delivered(b"z", above_producer, 0, partition=1, offset=809, batch="c0@1")
+
+
+def test_a_hole_under_another_producers_concurrent_append_is_a_tail_hole() -> None:
+    o = OrderingOracle()
+    _concurrent(o, "P0", 20_400_000)
+    rep = o.report()
+    assert (rep.missing, rep.tail_holes) == (0, 3) and rep.ok
+
+
+def test_a_hole_under_the_same_producers_later_record_is_missing() -> None:
+    """One producer's records are appended in order: no concurrency excuse."""
+    o = OrderingOracle()
+    _concurrent(o, "P1", 20_400_000)
+    assert (o.report().missing, o.report().tail_holes) == (3, 0)
+
+
+def test_a_hole_under_a_record_acknowledged_long_after_is_missing() -> None:
+    """Another producer's record acknowledged a second later was not in flight together with the hole."""
+    o = OrderingOracle()
+    _concurrent(o, "P0", 1_019_000_000)
+    assert (o.report().missing, o.report().tail_holes) == (3, 0)
+
+
 def test_a_skip_on_another_partition_is_no_excuse() -> None:
     o = OrderingOracle()
     _two_batches(o)
