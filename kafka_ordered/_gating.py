@@ -16,9 +16,10 @@ Records fetched but held at a gate are never committed.
 Cost: once a member's transitions are passed (no closed gate, hold or
 pending announcement on a partition it owns, no hand-off wait on one, no
 start to commit) :attr:`GatingCore.calm` says so, and the adapters return
-the client's fetches untouched without calling into the core until a
-deadline (the next auto-commit, the freshness of the layout view) or an
-event (new layout-log records, an assignment change) ends the calm. With
+the client's fetches untouched without calling into the core, as long as
+the causal-token check of each record finds no stamp and no gap, until the
+next auto-commit or an event (new layout-log records, an assignment
+change) ends the calm. With
 gates closed, fetched records are decided per partition and batch
 (:meth:`GatingCore.admit_run`), by bisection on offsets.
 """
@@ -160,10 +161,11 @@ class GatingCore:
         self._owned_topics: Optional[Set[str]] = None
         #: Whether the adapters may skip this core for a while: ``quiet`` (no
         #: gating work pending; set only by :meth:`settle`, cleared by any
-        #: event that may need work) and ``until`` (monotonic: the next
-        #: auto-commit or the end of the view's freshness, whichever comes
-        #: first), before which a fetch may be returned untouched without
-        #: :meth:`begin_poll` (see :func:`kafka_ordered._fastpath.fast_fetch`).
+        #: event that may need work), ``until`` (monotonic: the next
+        #: auto-commit), before which a fetch the causal-token check admits
+        #: may be returned untouched without :meth:`begin_poll` (see
+        #: :func:`kafka_ordered._fastpath.fast_fetch`), and the check's
+        #: ``expected`` offsets (this core's freshness dict) and ``managed`` topics.
         self.calm: Any = Calm()
         self.calm.expected = self.freshness.expected
         self.last_commit = time.monotonic()
