@@ -38,6 +38,7 @@ from .errors import (
     translate,
 )
 from .history import CorruptPolicy, LayoutHistory
+from .snapshots import InvalidSnapshot, decode as decode_snapshot, encode as encode_snapshot, restore, snapshot_topic, take
 from .metrics import LayoutViewMetrics
 
 __all__ = ["LayoutLog", "LayoutFollower", "LONG_POLL_MS"]
@@ -57,6 +58,12 @@ _HOUSEKEEPING_S = 5.0
 #: are closed after this long unused, so an idle process keeps only the
 #: follower's consumer and the admin client.
 IDLE_CLOSE_S = 60.0
+
+#: A client whose start replayed more layout-log records than this after the
+#: newest snapshot writes a new snapshot (``<layout topic>.snapshots``).
+SNAPSHOT_TAIL = 10_000
+#: How many of the newest snapshots a reader tries before it replays the log.
+_SNAPSHOTS_TRIED = 3
 
 _LOG_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
 
@@ -101,6 +108,30 @@ class LayoutLog:
                 "(one total order of layout changes). Use another ordered.layout.topic."
             )
         self._check_config()
+        if create:
+            self._ensure_snapshots()
+
+    def _ensure_snapshots(self) -> None:
+        """Create the snapshots topic when missing (one partition, the log's
+        replication). Snapshots only speed up starts: a failure is a WARNING."""
+        topic = snapshot_topic(self.topic)
+        try:
+            partition_count(self._admin, topic, self.timeout)
+            return
+        except UnknownTopicError:
+            pass
+        except KafkaOrderedError as e:
+            log.warning("cannot check the snapshots topic %s: %s", topic, e)
+            return
+        try:
+            brokers = len(self._admin.list_topics(timeout=self.timeout).brokers)
+            fs = self._admin.create_topics([NewTopic(topic, 1, max(1, min(3, brokers)))], request_timeout=self.timeout)
+            fs[topic].result()
+        except KafkaException as e:
+            err = e.args[0]
+            if getattr(err, "code", lambda: None)() != KafkaError.TOPIC_ALREADY_EXISTS:
+                log.warning("cannot create the snapshots topic %s (%s): clients replay the whole layout log at "
+                            "start; create it (1 partition) to let them start from a snapshot", topic, err)
 
     def _create(self) -> None:
         try:
@@ -225,8 +256,11 @@ class LayoutLog:
         p.flush(self.timeout)
         return True
 
-    def append(self, key: bytes, value: bytes) -> int:
-        """Append one record and wait for its acknowledgement; returns its offset."""
+    def append(self, key: bytes, value: bytes, topic: Optional[str] = None) -> int:
+        """Append one record (to ``topic``, default the layout log; the
+        snapshots topic is the other one) and wait for its acknowledgement;
+        returns its offset."""
+        topic = topic or self.topic
         with self._lock:
             self._used = time.monotonic()
             p = self._get_producer()
@@ -237,9 +271,9 @@ class LayoutLog:
                 result["offset"] = msg.offset() if err is None else None
 
             try:
-                p.produce(self.topic, key=key, value=value, partition=0, on_delivery=done)
+                p.produce(topic, key=key, value=value, partition=0, on_delivery=done)
             except (KafkaException, BufferError) as e:
-                raise LayoutLogUnwritableError(f"cannot append to layout log {self.topic}: {e}") from e
+                raise LayoutLogUnwritableError(f"cannot append to layout log {topic}: {e}") from e
             deadline = time.monotonic() + self.timeout + 1
             while "err" not in result and time.monotonic() < deadline:
                 p.poll(0.05)
@@ -248,7 +282,7 @@ class LayoutLog:
                 code = err.code() if err is not None else KafkaError._MSG_TIMED_OUT
                 text = err.str() if err is not None else "no acknowledgement within the timeout"
                 raise LayoutLogUnwritableError(
-                    f"append to layout log {self.topic} failed: {text}. Nothing was changed; "
+                    f"append to layout log {topic} failed: {text}. Nothing was changed; "
                     "check that the broker is up and this client may write to the topic.",
                     code=code,
                 )
@@ -333,6 +367,12 @@ class LayoutFollower:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._reported_legacy = 0
+        #: The offset the snapshot this view started from covers (``None``: replayed from 0).
+        self.snapshot_offset: Optional[int] = None
+        #: Layout-log records replayed at start, after the snapshot.
+        self.replayed = 0
+        self._snapshots: Optional[bool] = None  # whether the snapshots topic exists
+        self._snapshot_warned = False
         #: Called about every :data:`_HOUSEKEEPING_S` from the follower thread
         #: (the shared set closes clients it has not used for a while).
         self.housekeeping: Optional[Callable[[], None]] = None
@@ -359,8 +399,13 @@ class LayoutFollower:
                 "log_level": self._conn.get("log_level", 3),
             }
         )
-        self._tail.assign([TopicPartition(self.topic, 0, 0)])
+        self._load_snapshot(self._tail)
+        began = self.history.next_offset
+        self._tail.assign([TopicPartition(self.topic, 0, began)])
         self._initial_read(self._tail)
+        self.replayed = self.history.next_offset - began
+        if self.replayed > SNAPSHOT_TAIL:
+            self.write_snapshot()
         self._thread = threading.Thread(target=self._run, name=f"kafka-ordered-follower-{self.topic}", daemon=True)
         self._thread.start()
         return self
@@ -370,7 +415,7 @@ class LayoutFollower:
         (the background thread is not running yet)."""
         deadline = time.monotonic() + self.timeout
         low, end = self._bounds(self.timeout, earliest=True)
-        if low > 0:
+        if low > self.history.next_offset:
             raise UnsafeLayoutLogError(
                 f"layout log {self.topic} starts at offset {low}: records were deleted, so the "
                 "history is incomplete. Restore them or start a new layout log."
@@ -393,6 +438,89 @@ class LayoutFollower:
             end = fetched
         self._last_end = end
         self._confirmed_at = time.monotonic()
+
+    # -- snapshots
+
+    def _load_snapshot(self, c: Consumer) -> None:
+        """Start the view from the newest valid snapshot of the log, if any
+        (tried newest first; an invalid one is a WARNING and the next older
+        one, or a replay from offset 0, is used)."""
+        topic = snapshot_topic(self.topic)
+        try:
+            low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=self.timeout)
+        except KafkaException as e:
+            self._snapshots = False
+            log.debug("no snapshots of layout log %s (%s): replaying it whole", self.topic, e)
+            return
+        self._snapshots = True
+        if high is None or low is None or high <= low:
+            return
+        first = max(low, high - _SNAPSHOTS_TRIED)
+        c.assign([TopicPartition(topic, 0, first)])
+        found: Dict[int, Any] = {}
+        deadline = time.monotonic() + self.timeout
+        try:
+            while len(found) < high - first and time.monotonic() < deadline:
+                msgs = c.consume(_SNAPSHOTS_TRIED, 0.5)
+                found.update((int(m.offset() or 0), m.value()) for m in msgs if m.error() is None)
+                if not msgs and found:
+                    break  # (a broker that reports a late end)
+        finally:
+            c.unassign()
+        if not found:
+            log.warning("layout log %s: could not read its snapshots (%s, offsets %d-%d) within %.0f s; "
+                        "replaying the whole log", self.topic, topic, first, high - 1, self.timeout)
+            return
+        end = self._reader_for().end_offsets([(self.topic, 0)], self.timeout)[(self.topic, 0)]
+        for offset in sorted(found, reverse=True):
+            try:
+                snap = decode_snapshot(found[offset])
+                if snap.log_id != self.log_id:
+                    raise InvalidSnapshot(f"it is of another layout log ({snap.log_id}, this is {self.log_id})")
+                if snap.next_offset > end:
+                    raise InvalidSnapshot(f"it covers offset {snap.next_offset}, beyond the log's end {end}")
+                history = restore(snap, self.history.corrupt_policy)
+            except InvalidSnapshot as e:
+                log.warning("layout log %s: the snapshot at %s offset %d is not used: %s; trying an older one, "
+                            "else replaying the whole log", self.topic, topic, offset, e)
+                continue
+            self.history = history
+            self.snapshot_offset = snap.next_offset
+            log.debug("layout log %s: started from the snapshot at %s offset %d (covers %d records)",
+                      self.topic, topic, offset, snap.next_offset)
+            return
+
+    def write_snapshot(self, writer: Optional[LayoutLog] = None) -> bool:
+        """Append a snapshot of the current view to ``<layout topic>.snapshots``
+        (through ``writer``, else a writer made for it); returns whether it was
+        written. Gates whose every wait lies below its source's log start are
+        left out. Never raises for a broker error: a failure (no such topic, no
+        permission, too large a record) is one WARNING per follower."""
+        if self._snapshots is False or not self.log_id:
+            return False
+        with self._lock:
+            sources = {(g.topic, q) for t in self.history.topics() for g in self.history.gates(t) for q in g.wait}
+        try:
+            starts = self._reader_for().start_offsets(sources, self.timeout) if sources else {}
+        except KafkaOrderedError as e:
+            log.debug("log starts of gate sources unknown (%s): the snapshot keeps every gate", e)
+            starts = {}
+        with self._lock:  # (a source first seen now has no start here: its gates are kept)
+            value = encode_snapshot(take(self.history, self.log_id, lambda tp: starts.get(tp, 0)))
+        own = writer is None
+        w = writer if writer is not None else LayoutLog(self._conn, self.topic, timeout=self.timeout, admin=self._admin)
+        try:
+            w.append(b"snapshot", value, topic=snapshot_topic(self.topic))
+            return True
+        except KafkaOrderedError as e:
+            if not self._snapshot_warned:
+                self._snapshot_warned = True
+                log.warning("layout log %s: cannot write a snapshot (%d bytes) to %s: %s; clients keep replaying "
+                            "the log from the last snapshot", self.topic, len(value), snapshot_topic(self.topic), e)
+            return False
+        finally:
+            if own:
+                w.close()
 
     def _run(self) -> None:
         c = self._tail

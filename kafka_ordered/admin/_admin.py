@@ -178,6 +178,7 @@ class LayoutAdmin:
             return None
         offset = self._shared.writer.append(*encode_protocol())
         self._follower.sync()
+        self._follower.write_snapshot(self._shared.writer)
         log.info("layout log %s upgraded to ordering protocol %d at offset %d", self.layout_topic,
                  PROTOCOL_VERSION, offset)
         return offset
@@ -201,6 +202,7 @@ class LayoutAdmin:
                 f"{winner.partitions if winner else '?'} partitions); this {op} was not applied. "
                 "Re-read the layout and retry if it is still wanted."
             )
+        self._follower.write_snapshot(self._shared.writer)
         return layout
 
     def create_topic(

@@ -37,6 +37,7 @@ PURE = [
     "_registering",
     "_hashing",
     "tokens",
+    "snapshots",
     "_freshness",
     "_fastpath",
 ]

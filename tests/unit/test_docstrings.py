@@ -46,6 +46,7 @@ PUBLIC_MODULES = (
     "kafka_ordered.records",
     "kafka_ordered.registration",
     "kafka_ordered.resources",
+    "kafka_ordered.snapshots",
     "kafka_ordered.testing",
     "kafka_ordered.testing.demo",
     "kafka_ordered.testing.simulation",
