@@ -456,22 +456,25 @@ class LayoutFollower:
         if high is None or low is None or high <= low:
             return
         first = max(low, high - _SNAPSHOTS_TRIED)
-        c.assign([TopicPartition(topic, 0, first)])
         found: Dict[int, Any] = {}
-        deadline = time.monotonic() + self.timeout
+        reader = self._reader_for()
+        was_open = reader._consumer is not None
         try:
-            while len(found) < high - first and time.monotonic() < deadline:
-                msgs = c.consume(_SNAPSHOTS_TRIED, 0.5)
-                found.update((int(m.offset() or 0), m.value()) for m in msgs if m.error() is None)
-                if not msgs and found:
-                    break  # (a broker that reports a late end)
-        finally:
-            c.unassign()
+            # Through the short-wait reader: behind the tail's long-poll fetch a
+            # read of the log would wait for that fetch to end.
+            got, _ = reader.read_from((topic, 0), first, upto=high, timeout=self.timeout)
+            found.update((int(m.offset() or 0), m.value()) for m in got if m.error() is None)
+        except KafkaOrderedError as e:
+            log.debug("reading the snapshots of %s: %s", self.topic, e)
         if not found:
             log.warning("layout log %s: could not read its snapshots (%s, offsets %d-%d) within %.0f s; "
                         "replaying the whole log", self.topic, topic, first, high - 1, self.timeout)
             return
-        end = self._reader_for().end_offsets([(self.topic, 0)], self.timeout)[(self.topic, 0)]
+        try:
+            end = reader.end_offsets([(self.topic, 0)], self.timeout)[(self.topic, 0)]
+        finally:
+            if not was_open:  # opened for this start only: an idle process keeps no extra client
+                reader.close_if_idle(0.0)
         for offset in sorted(found, reverse=True):
             try:
                 snap = decode_snapshot(found[offset])

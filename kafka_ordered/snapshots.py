@@ -17,16 +17,18 @@ from ``next_offset``. What a snapshot keeps (:func:`live_records`):
   after a restart).
 
 Dropped: stable ids' earlier registrations without gates, registrations whose
-gates every group has passed, records skipped as corrupt and layout records
-that lost their race (diagnostics: :attr:`LayoutHistory.problems` and
-``superseded`` only hold what the tail brought).
+gates every group has passed, and layout records that lost their race
+(``LayoutHistory.superseded`` only holds what the tail brought). Records the
+writer skipped as corrupt are listed by offset and reason (``skipped``): a
+restored history reports them as problems, and a reader whose policy is
+``refuse`` does not use such a snapshot.
 
 A snapshot is a deterministic function of the log prefix and of the log-start
 offsets it was given, so duplicates are harmless. Its record value (see
 :func:`encode`) is ``MAGIC``, a newline, the SHA-256 of the payload in hex, a
 newline, and the payload: zlib-compressed UTF-8 JSON ``{"format": 1, "log":
 <layout-log id>, "next": <offset>, "records": [[offset, timestamp_ms, key,
-value], ...]}`` with key and value the records as the layout log holds them
+value], ...], "skipped": [[offset, reason], ...]}`` with key and value the records as the layout log holds them
 (UTF-8 text). :func:`decode` checks all of it and raises
 :class:`InvalidSnapshot` saying what is wrong.
 """
@@ -41,7 +43,7 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple
 
 from .errors import CorruptLayoutRecordError
 from .history import CorruptPolicy, LayoutHistory
-from .records import Registration, encode_layout, encode_protocol, encode_registration
+from .records import LogProblem, Registration, encode_layout, encode_protocol, encode_registration
 
 __all__ = ["FORMAT", "MAGIC", "SNAPSHOT_SUFFIX", "Snapshot", "InvalidSnapshot", "snapshot_topic", "live_records",
            "take", "encode", "decode", "restore"]
@@ -69,6 +71,8 @@ class Snapshot:
     log_id: str
     next_offset: int
     records: Tuple[LogRecord, ...]
+    #: Offsets of records the writer skipped as corrupt (policy ``skip``), with why.
+    skipped: Tuple[Tuple[int, str], ...] = ()
 
 
 def snapshot_topic(layout_topic: str) -> str:
@@ -106,7 +110,8 @@ def live_records(history: LayoutHistory, log_start: Optional[Callable[[TP], int]
 
 def take(history: LayoutHistory, log_id: str, log_start: Optional[Callable[[TP], int]] = None) -> Snapshot:
     """The snapshot of ``history`` as read so far (it covers ``history.next_offset``)."""
-    return Snapshot(log_id, history.next_offset, tuple(live_records(history, log_start)))
+    return Snapshot(log_id, history.next_offset, tuple(live_records(history, log_start)),
+                    tuple((p.offset, p.reason) for p in history.problems))
 
 
 def encode(snapshot: Snapshot) -> bytes:
@@ -116,6 +121,7 @@ def encode(snapshot: Snapshot) -> bytes:
         "log": snapshot.log_id,
         "next": snapshot.next_offset,
         "records": [[o, t, k.decode("utf-8"), v.decode("utf-8")] for o, t, k, v in snapshot.records],
+        "skipped": [[o, why] for o, why in snapshot.skipped],
     }
     payload = zlib.compress(json.dumps(body, separators=(",", ":"), sort_keys=True).encode("utf-8"), 6)
     return MAGIC + b"\n" + hashlib.sha256(payload).hexdigest().encode("ascii") + b"\n" + payload
@@ -150,7 +156,11 @@ def decode(value: Optional[bytes]) -> Snapshot:
             raise InvalidSnapshot(f"snapshot record {rec!r:.80} is malformed or out of order")
         last = rec[0]
         out.append((rec[0], rec[1], rec[2].encode("utf-8"), rec[3].encode("utf-8")))
-    return Snapshot(log_id, nxt, tuple(out))
+    skipped = body.get("skipped", [])
+    if not isinstance(skipped, list) or not all(
+            isinstance(x, list) and len(x) == 2 and isinstance(x[0], int) and isinstance(x[1], str) for x in skipped):
+        raise InvalidSnapshot("snapshot field skipped is malformed")
+    return Snapshot(log_id, nxt, tuple(out), tuple((o, why) for o, why in skipped))
 
 
 def restore(snapshot: Snapshot, corrupt_policy: CorruptPolicy = "skip") -> LayoutHistory:
@@ -158,7 +168,11 @@ def restore(snapshot: Snapshot, corrupt_policy: CorruptPolicy = "skip") -> Layou
     log from ``snapshot.next_offset``. Raises :class:`InvalidSnapshot` when a
     kept record does not apply cleanly (a snapshot written by a faulty
     writer), and what :meth:`LayoutHistory.apply` raises for a newer record
-    version."""
+    version. A reader whose policy is ``refuse`` gets :class:`InvalidSnapshot`
+    for a snapshot that skipped corrupt records (it must see and refuse them)."""
+    if corrupt_policy == "refuse" and snapshot.skipped:
+        raise InvalidSnapshot(f"its writer skipped corrupt records (first at offset {snapshot.skipped[0][0]}) "
+                              "that this reader's policy 'refuse' refuses")
     history = LayoutHistory("refuse")
     for offset, ts, key, value in snapshot.records:
         history.skip_to(offset)
@@ -168,4 +182,5 @@ def restore(snapshot: Snapshot, corrupt_policy: CorruptPolicy = "skip") -> Layou
             raise InvalidSnapshot(f"snapshot record at offset {offset} does not apply: {e}") from None
     history.skip_to(snapshot.next_offset)
     history.corrupt_policy = corrupt_policy
+    history.problems.extend(LogProblem(o, why) for o, why in snapshot.skipped)
     return history

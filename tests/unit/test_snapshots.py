@@ -75,7 +75,8 @@ def _replay(records: List[Rec], history: LayoutHistory, start: int = 0) -> Layou
 
 
 def _state(h: LayoutHistory) -> Dict[str, Any]:
-    out: Dict[str, Any] = {"next": h.next_offset, "protocol": (h.protocol, h.protocol_offset), "topics": h.topics()}
+    out: Dict[str, Any] = {"next": h.next_offset, "protocol": (h.protocol, h.protocol_offset), "topics": h.topics(),
+                           "problems": [p.offset for p in h.problems]}
     for t in h.topics():
         cur = h.current(t)
         assert cur is not None
@@ -147,3 +148,13 @@ def test_a_snapshot_record_that_does_not_apply_is_refused() -> None:
 
 def test_the_snapshots_topic_is_named_after_the_log() -> None:
     assert snapshot_topic("_kafka_ordered_layouts") == "_kafka_ordered_layouts.snapshots"
+
+
+def test_a_refusing_reader_does_not_use_a_snapshot_that_skipped_corrupt_records() -> None:
+    recs: List[Rec] = [(*encode_protocol(), 0), (*encode_layout(Layout("t", 1, 2, 2, 4), "create", "a"), 0),
+                       (b"x", b"\xffnot json", 0)]
+    h = _replay(recs, LayoutHistory())
+    snap = decode(encode(take(h, "log-1")))
+    assert snap.skipped and restore(snap).problems[0].offset == 2
+    with pytest.raises(InvalidSnapshot, match="refuse"):
+        restore(snap, "refuse")
