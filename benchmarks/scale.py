@@ -30,6 +30,14 @@ ends with one line::
   500th a new registration arrives. Reported: per-poll time p50/p99, and of
   the polls with a change. Target: < 0.2 ms (p50 of all polls, and p99 of the
   polls with a change), all gates closed.
+- ``scale_start_100k``: a layout log with ``--registrations`` (100,000)
+  registrations (1,000 stable producer ids registering again at every
+  restart, 1 in 100 an anonymous producer's gated registration, written as
+  producers write them, after four expansions); then, each in a fresh
+  process, the time and RSS increase to construct an ``OrderedConsumer`` and
+  deliver the first record. The first client replays the whole log and
+  writes a snapshot (it replayed more than 10,000 records); the value is the
+  median of the next two, which start from it. Targets < 1 s, < 20 MiB.
 - ``consumer_after_changes``: OrderedConsumer's throughput ratio to the raw
   Consumer on a topic after 10 layout changes whose transitions are passed,
   over the same ratio on a topic that never changed, in the same run (four
@@ -414,6 +422,95 @@ def scale_switch_64(a: argparse.Namespace) -> str:
             admin.close()
 
 
+# -- scale_start_100k -------------------------------------------------------------
+
+
+def _start_child(a: argparse.Namespace) -> int:
+    """Construct an OrderedConsumer and deliver the first record; print time and RSS increase."""
+    from confluent_kafka import OFFSET_BEGINNING
+
+    from kafka_ordered import OrderedConsumer
+
+    def rss() -> int:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+    before = rss()
+    began = time.perf_counter()
+    c = OrderedConsumer({"bootstrap.servers": a.bootstrap, "ordered.layout.topic": a.layout_topic,
+                         "group.id": f"bench-start-{uuid.uuid4().hex[:6]}"})
+    c.assign([TopicPartition(a.topic, 0, OFFSET_BEGINNING)])
+    while True:
+        m = c.poll(0.1)
+        if m is not None and m.error() is None:
+            break
+    took = time.perf_counter() - began
+    grew = rss() - before
+    follower = c._shared.follower
+    print(json.dumps({"s": took, "rss": grew, "snapshot": follower.snapshot_offset, "replayed": follower.replayed,
+                      "next": c.history.next_offset}), flush=True)
+    c.close()
+    return 0
+
+
+def _history_of(bootstrap: str, layout_topic: str, topic: str, n: int) -> None:
+    """``n`` registrations as a fleet leaves them: stable producer ids (1,000 of
+    them) registering again at every restart, and 1 in 100 an anonymous
+    producer's registration with a gate after the last expansion."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "queue.buffering.max.messages": 200000})
+    for i in range(n):
+        if i % 100 == 99:
+            key, value = encode_registration(topic, f"anon-{i}", False, 5, 4, {7: (i, {3: i})})
+        else:
+            key, value = encode_registration(topic, f"svc-{i % 1000}", True, 5, 5, {})
+        while True:
+            try:
+                p.produce(layout_topic, value, key, partition=0)
+                break
+            except BufferError:
+                p.poll(0.1)
+    assert p.flush(60) == 0
+
+
+def scale_start_100k(a: argparse.Namespace) -> str:
+    from confluent_kafka import Producer
+
+    n = a.registrations
+    with broker() as bootstrap:
+        layout_topic = f"_kafka_ordered-bench-{uuid.uuid4().hex[:6]}"
+        conf = {"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}
+        admin = LayoutAdmin(conf)
+        topic = f"bench-start-{uuid.uuid4().hex[:6]}"
+        admin.create_topic(topic, 4, physical_partitions=16)
+        for parts in (5, 6, 7, 8):
+            admin.expand(topic, parts)
+        admin.close()
+        began = time.perf_counter()
+        _history_of(bootstrap, layout_topic, topic, n)
+        print(f"  {n:,} registrations appended in {time.perf_counter() - began:.1f} s "
+              f"(1,000 stable ids restarting; 1 in 100 carries a gate)", flush=True)
+        data = Producer({"bootstrap.servers": bootstrap})
+        data.produce(topic, b"first", b"k", partition=0)
+        assert data.flush(10) == 0
+        runs = []
+        for label in ("first client (replays the log, then writes a snapshot)", "next client (from the snapshot)",
+                      "another client (from the snapshot)"):
+            child = _child(["--child", "start", "--bootstrap", bootstrap, "--layout-topic", layout_topic,
+                            "--topic", topic])
+            out, _ = child.communicate(timeout=300)
+            r = json.loads(out.strip().splitlines()[-1])
+            runs.append(r)
+            print(f"  {label}: {r['s']:.2f} s, RSS +{r['rss'] / 2**20:.1f} MiB, snapshot covering "
+                  f"{r['snapshot']}, {r['replayed']:,} records replayed after it", flush=True)
+    steady = runs[1:]
+    s = statistics.median(r["s"] for r in steady)
+    mib = statistics.median(r["rss"] for r in steady) / 2**20
+    return "\n".join([bench("scale_start_100k_s", s, "<", 1, "{:.2f}"),
+                      bench("scale_start_100k_rss_mib", mib, "<", 20, "{:.1f}")])
+
+
 # -- scale_gates_poll and consumer_after_changes ----------------------------------
 
 TP = Tuple[str, int]
@@ -613,6 +710,7 @@ BENCHMARKS: List[Tuple[str, Callable[[argparse.Namespace], str]]] = [
     ("scale_switch_64", scale_switch_64),
     ("scale_gates_poll", scale_gates_poll),
     ("consumer_after_changes", consumer_after_changes),
+    ("scale_start_100k", scale_start_100k),
 ]
 
 
@@ -626,7 +724,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--polls", type=int, default=20_000, help="scale_gates_poll: polls timed")
     ap.add_argument("--records", type=int, default=400_000, help="consumer_after_changes: records per topic")
     ap.add_argument("--rounds", type=int, default=7, help="consumer_after_changes: paired rounds")
-    ap.add_argument("--child", choices=["idle", "switch"], help=argparse.SUPPRESS)
+    ap.add_argument("--registrations", type=int, default=100_000, help="scale_start_100k: registrations in the log")
+    ap.add_argument("--child", choices=["idle", "switch", "start"], help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
     ap.add_argument("--layout-topic", help=argparse.SUPPRESS)
     ap.add_argument("--topic", help=argparse.SUPPRESS)
@@ -638,6 +737,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _idle_child(a)
     if a.child == "switch":
         return _switch_child(a)
+    if a.child == "start":
+        return _start_child(a)
     print(machine())
     wanted = set(a.only.split(",")) if a.only else None
     lines = []
