@@ -231,9 +231,12 @@ class GatingCore:
 
     # -- assignment
 
-    def assigned(self, tps: Sequence[TP], committed: Mapping[TP, int]) -> Dict[TP, int]:
+    def assigned(self, tps: Sequence[TP], committed: Mapping[TP, int],
+                 forced: Optional[Mapping[TP, ResetPolicy]] = None) -> Dict[TP, int]:
         """Record an assignment; returns explicit start offsets for managed
-        partitions without a committed offset (see :func:`gates.start_position`).
+        partitions without a committed offset (see :func:`gates.start_position`)
+        and for those in ``forced`` (the application asked for the log start
+        or end: the commit and the reset policy do not apply).
         Those starts are committed at the next poll so that gates waiting on
         them can open before any record arrives."""
         self.calm.quiet = False
@@ -257,6 +260,8 @@ class GatingCore:
                 self.keeper.forget_announcements(tp, c)
                 continue
             where = start_position(history.current(tp[0]), tp[1], self.opts.reset)
+            if where is not None and forced and tp in forced:
+                where = forced[tp]
             if where == "earliest":
                 earliest.append(tp)
             elif where == "latest":

@@ -26,7 +26,7 @@ from itertools import compress
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from . import _log
 from ._fastpath import fast_fetch, fast_produce, method
@@ -36,7 +36,7 @@ from ._registering import RegisteringCore, RegistrationRecord
 from .config import CONSUMER_OPTIONS, PRODUCER_OPTIONS, client_config, forced, split_config, truthy
 
 from .errors import ConfigError, PartitionOverrideError, translate
-from .gates import GateStatus, reset_policy
+from .gates import GateStatus, ResetPolicy, reset_policy
 from .history import LayoutHistory
 from .layout import _as_bytes
 from .listener import PartitionKeyRebalanceListener
@@ -46,6 +46,9 @@ from .tokens import Run, has_header, stamp_of, strip, with_stamp
 __all__ = ["OrderedProducer", "OrderedConsumer"]
 
 log = logging.getLogger("kafka_ordered.consumer")
+
+#: Logical offsets of ``assign`` that name a start regardless of commits.
+_LOGICAL_STARTS: Dict[int, ResetPolicy] = {OFFSET_BEGINNING: "earliest", OFFSET_END: "latest"}
 plog = logging.getLogger("kafka_ordered.producer")
 
 
@@ -473,12 +476,16 @@ class OrderedConsumer:
         self._consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
 
     def _start_positions(self, partitions: List[TopicPartition]) -> None:
-        """Record an assignment and set the start of each partition given
-        without an offset: the group's commit, else the resolved start."""
+        """Record an assignment and set the start of each partition: an
+        explicit offset as given; ``OFFSET_BEGINNING``/``OFFSET_END`` at the
+        log start/end whatever the group committed (as librdkafka does);
+        without an offset, the group's commit, else the resolved start."""
         explicit = {(p.topic, p.partition): p.offset for p in partitions if p.offset >= 0}
-        resolve = [(p.topic, p.partition) for p in partitions if p.offset < 0]
+        forced: Dict[TP, ResetPolicy] = {(p.topic, p.partition): _LOGICAL_STARTS[p.offset]
+                                         for p in partitions if p.offset in _LOGICAL_STARTS}
+        resolve = [(p.topic, p.partition) for p in partitions if p.offset < 0 and (p.topic, p.partition) not in forced]
         committed = self._core.port.committed(resolve) if resolve else {}
-        starts = self._core.assigned(resolve, committed)
+        starts = self._core.assigned(resolve + list(forced), committed, forced)
         self._core.assigned_at(explicit)
         for p in partitions:
             tp = (p.topic, p.partition)

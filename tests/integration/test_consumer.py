@@ -245,3 +245,49 @@ def test_partition_held_across_a_rebalance_is_delivered_after_it(
     while time.monotonic() < deadline and not any(m.partition() == 1 and m.offset() >= start for m in got):
         got += member.consume(100, 0.05)
     assert any(m.partition() == 1 and m.offset() >= start for m in got)
+
+
+def _values(consumer: OrderedConsumer, n: int, within: float = 15.0) -> List[bytes]:
+    got: List[bytes] = []
+    deadline = time.monotonic() + within
+    while len(got) < n and time.monotonic() < deadline:
+        got += [m.value() for m in consumer.consume(10, 0.1) if m.error() is None]
+    return got
+
+
+@pytest.mark.parametrize("reset", ["latest", "earliest"])
+def test_assign_honours_logical_start_offsets(
+    admin: LayoutAdmin, make_consumer: Callable[..., OrderedConsumer], topic: str, bootstrap: str,
+    unique: Callable[[str], str], reset: str,
+) -> None:
+    """``assign`` at OFFSET_BEGINNING starts at the log start and at OFFSET_END
+    at the end, whatever ``auto.offset.reset`` and the group's commit say (as
+    with a raw Consumer); found when OFFSET_BEGINNING with the default reset
+    "latest" silently skipped every record already in the partition."""
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Producer
+
+    admin.create_topic(topic, 2)
+    raw = Producer({"bootstrap.servers": bootstrap})
+    for i in range(3):
+        raw.produce(topic, b"old-%d" % i, b"k", partition=0)
+    assert raw.flush(10) == 0
+    group = unique("group")
+    committer = make_consumer(group, **{"auto.offset.reset": reset})
+    committer.assign([TopicPartition(topic, 0, 2)])
+    assert _values(committer, 1) == [b"old-2"]
+    committer.commit(asynchronous=False)
+    committer.close()
+
+    beginning = make_consumer(group, **{"auto.offset.reset": reset})
+    beginning.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    assert _values(beginning, 3) == [b"old-0", b"old-1", b"old-2"]
+
+    end = make_consumer(group, **{"auto.offset.reset": reset})
+    end.assign([TopicPartition(topic, 0, OFFSET_END)])
+    deadline = time.monotonic() + 10
+    while not end.assignment() or end.position(end.assignment())[0].offset < 0:
+        end.consume(10, 0.1)
+        assert time.monotonic() < deadline
+    raw.produce(topic, b"new", b"k", partition=0)
+    assert raw.flush(10) == 0
+    assert _values(end, 1) == [b"new"]
