@@ -167,6 +167,16 @@ def _partitions_arg(text: str) -> List[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated partition ids, got {text!r}") from None
 
 
+def _port_arg(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port 0-65535, got {text!r}")
+    return port
+
+
 def _read_limits_file(path: str) -> Union[int, Dict[int, int]]:
     """A JSON file holding one limit for every broker (``100``) or broker id ->
     limit (``{"1": 100, "2": 200}``; brokers not named are unlimited)."""
@@ -519,7 +529,7 @@ def _parser() -> argparse.ArgumentParser:
     sp = add("broker", cmd_broker, "run an embedded Tansu broker in the foreground (prints its address; "
                                    "with --json one line {\"bootstrap_servers\": ..., \"pid\": ...})",
              parents=[output])
-    sp.add_argument("--port", type=int, help="default: a free port")
+    sp.add_argument("--port", type=_port_arg, help="0-65535; default, or 0: a free port")
 
     sp = add("demo", cmd_demo, "ordered vs plain clients through layout changes, on an embedded broker",
              parents=[])

@@ -140,8 +140,10 @@ class EmbeddedBroker:
         binary: Optional[str] = None,
         startup_timeout: float = 20.0,
     ) -> None:
+        if port is not None and not 0 <= port <= 65535:
+            raise ValueError(f"port must be 0-65535 (0 or None: a free port), got {port}")
         self.host = host
-        self.port = port
+        self.port = port or None
         self.binary = binary
         self.startup_timeout = startup_timeout
         self._proc: Optional[subprocess.Popen[bytes]] = None

@@ -84,3 +84,30 @@ def test_follow_up_failure_exits_3_and_says_what_to_run(bootstrap: str, layout_t
             f"error: {follow['done']}, but {follow['failed']}; once that is fixed run: {follow['run']}"]
     else:
         assert code == 0 and data["follow_up"] is None
+
+
+def test_broker_port_0_picks_a_free_port_and_a_bad_port_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """``kafka-ordered broker --port 0`` means "any free port", as it does for
+    most servers; the address printed is the real one and answers Metadata."""
+    import subprocess
+    import sys
+
+    from confluent_kafka.admin import AdminClient
+
+    proc = subprocess.Popen([sys.executable, "-m", "kafka_ordered.cli", "broker", "--port", "0", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first, proc.stderr.read() if proc.stderr else ""
+        address = json.loads(first)["bootstrap_servers"]
+        assert address.startswith("127.0.0.1:") and int(address.rsplit(":", 1)[1]) > 0
+        md = AdminClient({"bootstrap.servers": address}).list_topics(timeout=10)
+        assert md.brokers
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert proc.returncode == 0
+    for bad in ("-1", "65536"):
+        code, out, err = _run(capsys, ["broker", "--port", bad])
+        assert code == 2 and out == "" and "--port" in err and "0-65535" in err
