@@ -134,45 +134,37 @@ def acquire(conn: Mapping[str, Any], topic: str, *, corrupt_policy: CorruptPolic
     key = _key(conn, topic, corrupt_policy)
     with _registry_lock:
         shared = _registry.get(key)
+        joined = shared is not None
         if shared is not None:
             shared._refs += 1
-    if shared is not None:
-        try:
-            shared.follower.sync()  # a new client starts from a view caught up now
-            _check_protocol(shared, require_protocol)
-        except BaseException:
-            shared.release()
-            raise
-        return shared
-    with _registry_lock:
-        shared = _registry.get(key)
-        if shared is not None:  # another thread made it meanwhile
-            shared._refs += 1
-    if shared is not None:
-        try:
-            _check_protocol(shared, require_protocol)
-        except BaseException:
-            shared.release()
-            raise
-        return shared
-    with _registry_lock:
-        admin = new_admin(conn)
-        offsets = OffsetReader(conn, timeout, admin=admin)
-        follower = LayoutFollower(conn, topic, corrupt_policy=corrupt_policy, timeout=timeout, create=create,
-                                  admin=admin, reader=offsets)
-        try:
-            follower.start()
-        except BaseException:
-            follower.close()
-            offsets.close()
-            raise
-        shared = _registry[key] = Shared(key, conn, topic, follower, timeout, admin, offsets)
-        follower.housekeeping = shared.close_idle
+        else:
+            shared = _registry[key] = _start(key, conn, topic, corrupt_policy, timeout, create)
     try:
+        if joined:
+            shared.follower.sync()  # a new client starts from a view caught up now
         _check_protocol(shared, require_protocol)
     except BaseException:
         shared.release()
         raise
+    return shared
+
+
+def _start(key: _Key, conn: Mapping[str, Any], topic: str, corrupt_policy: CorruptPolicy, timeout: float,
+           create: bool) -> Shared:
+    """A new, started :class:`Shared` with one reference; on failure nothing
+    it started is left running."""
+    admin = new_admin(conn)
+    offsets = OffsetReader(conn, timeout, admin=admin)
+    follower = LayoutFollower(conn, topic, corrupt_policy=corrupt_policy, timeout=timeout, create=create,
+                              admin=admin, reader=offsets)
+    try:
+        follower.start()
+    except BaseException:
+        follower.close()
+        offsets.close()
+        raise
+    shared = Shared(key, conn, topic, follower, timeout, admin, offsets)
+    follower.housekeeping = shared.close_idle
     return shared
 
 
