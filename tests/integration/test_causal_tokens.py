@@ -550,3 +550,33 @@ def test_a_calm_kafka_python_consumer_still_catches_up_on_a_stamp(
             consumer._core.freshness.syncs, view, mark)
     finally:
         consumer.close()
+
+
+def test_clients_started_at_once_share_one_follower_set(bootstrap: str, layout_topic: str) -> None:
+    """Eight threads acquiring the same (cluster, layout topic) at the same
+    moment get one shared set, and the last release closes it."""
+    before = _log.active_count()
+    barrier = threading.Barrier(8)
+    got: List[Any] = []
+    errors: List[BaseException] = []
+
+    def run() -> None:
+        barrier.wait()
+        try:
+            got.append(_log.acquire({"bootstrap.servers": bootstrap}, layout_topic))
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    try:
+        assert not errors and len(got) == 8
+        assert len({id(s) for s in got}) == 1
+        assert _log.active_count() == before + 1
+    finally:
+        for s in got:
+            s.release()
+    assert _log.active_count() == before
