@@ -30,6 +30,8 @@ __all__ = [
     "internal_config",
     "connection_identity",
     "kafka_python_connection_config",
+    "KAFKA_PYTHON_OPTIONS",
+    "KAFKA_PYTHON_TO_LIBRDKAFKA",
     "librdkafka_logger",
     "truthy",
     "forced",
@@ -77,6 +79,12 @@ def _policy(v: Any) -> str:
     return str(v)
 
 
+def _librdkafka_config(v: Any) -> Dict[str, Any]:
+    if not isinstance(v, Mapping) or not all(isinstance(k, str) for k in v):
+        raise ValueError("expected a dict of librdkafka settings with string keys")
+    return dict(v)
+
+
 @dataclass(frozen=True)
 class _Option:
     parse: Callable[[Any], Any]
@@ -102,6 +110,11 @@ OPTIONS: Dict[str, _Option] = {
     ),
     "ordered.gating": _Option(_bool, True, "false disables gating (for testing only: ordering is not guaranteed)"),
     "ordered.metadata.timeout.ms": _Option(_pos_int, 10_000, "timeout of metadata, offset and layout-log requests"),
+    "ordered.librdkafka.config": _Option(
+        _librdkafka_config, None,
+        "kafka-python wrappers: librdkafka settings for the internal clients, added to those translated from the "
+        "wrapper's keywords",
+    ),
 }
 
 
@@ -145,7 +158,8 @@ def split_config(
         try:
             ours[key] = None if value is None else OPTIONS[key].parse(value)
         except (TypeError, ValueError) as e:
-            raise ConfigError(f"bad value {value!r} for {key}: {e}") from e
+            shown = "a mapping" if isinstance(value, Mapping) else repr(value)  # it may hold secrets
+            raise ConfigError(f"bad value {shown} for {key}: {e}") from e
     return ours, rest
 
 
@@ -166,6 +180,9 @@ PRODUCER_OPTIONS = (
     "ordered.switch.timeout.ms",
     "ordered.metadata.timeout.ms",
 )
+
+#: ``ordered.*`` keys only the kafka-python wrappers accept (on top of the above).
+KAFKA_PYTHON_OPTIONS = ("ordered.librdkafka.config",)
 
 Role = Literal["producer", "consumer"]
 
@@ -260,26 +277,59 @@ def forced(conf: Dict[str, Any], key: str, value: Any, ok: Tuple[Any, ...]) -> N
     conf[key] = value
 
 
-_KAFKA_PYTHON_TO_LIBRDKAFKA = {
+#: kafka-python keyword -> the librdkafka key of the same setting (the one
+#: table for both directions; ``ssl_check_hostname`` is mapped by value).
+KAFKA_PYTHON_TO_LIBRDKAFKA: Mapping[str, str] = {
     "security_protocol": "security.protocol",
     "sasl_mechanism": "sasl.mechanism",
     "sasl_plain_username": "sasl.username",
     "sasl_plain_password": "sasl.password",
+    "sasl_kerberos_service_name": "sasl.kerberos.service.name",
     "ssl_cafile": "ssl.ca.location",
     "ssl_certfile": "ssl.certificate.location",
     "ssl_keyfile": "ssl.key.location",
     "ssl_password": "ssl.key.password",
+    "ssl_crlfile": "ssl.crl.location",
+    "ssl_ciphers": "ssl.cipher.suites",
     "client_id": "client.id",
 }
 
+# kafka-python keywords that decide how a client reaches the cluster but
+# hold Python objects (or settings) librdkafka has no equivalent of.
+_KAFKA_PYTHON_UNTRANSLATABLE = (
+    "ssl_context", "sasl_oauth_token_provider", "sasl_kerberos_name", "sasl_kerberos_domain_name", "socks5_proxy",
+)
 
-def kafka_python_connection_config(config: Mapping[str, Any]) -> Dict[str, Any]:
+
+def kafka_python_connection_config(
+    config: Mapping[str, Any], librdkafka: Optional[Mapping[str, Any]] = None
+) -> Dict[str, Any]:
     """The librdkafka connection settings (addresses, security) of a
-    kafka-python config (keyword names), for the internal clients."""
+    kafka-python config (keyword names), for the internal clients (layout
+    log, offsets, admin), with ``librdkafka`` (the ``ordered.librdkafka.config``
+    option) added on top.
+
+    Raises :class:`ConfigError` naming a keyword that has no librdkafka
+    equivalent (``ssl_context``, ``sasl_oauth_token_provider``, ...) when
+    ``librdkafka`` is not given: the internal clients would reach the
+    cluster without it. Values never appear in the error.
+    """
     out: Dict[str, Any] = {}
     servers = config.get("bootstrap_servers", "localhost:9092")
     out["bootstrap.servers"] = servers if isinstance(servers, str) else ",".join(servers)
     for k, v in config.items():
-        if k in _KAFKA_PYTHON_TO_LIBRDKAFKA and v is not None:
-            out[_KAFKA_PYTHON_TO_LIBRDKAFKA[k]] = v
+        if v is None:
+            continue
+        if k in KAFKA_PYTHON_TO_LIBRDKAFKA:
+            out[KAFKA_PYTHON_TO_LIBRDKAFKA[k]] = v
+        elif k == "ssl_check_hostname":
+            out["ssl.endpoint.identification.algorithm"] = "https" if truthy(v) else "none"
+    untranslatable = sorted(k for k in _KAFKA_PYTHON_UNTRANSLATABLE if config.get(k) is not None)
+    if untranslatable and librdkafka is None:
+        raise ConfigError(
+            f"{', '.join(untranslatable)} cannot reach this wrapper's internal librdkafka clients (layout log, "
+            "offsets, admin), which would then reach the cluster without it: give them the equivalent librdkafka "
+            "settings in ordered.librdkafka.config (e.g. ssl.ca.location, sasl.oauthbearer.method, oauth_cb)"
+        )
+    out.update(librdkafka or {})
     return out

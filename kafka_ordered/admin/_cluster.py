@@ -25,6 +25,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
 
+from ..config import KAFKA_PYTHON_TO_LIBRDKAFKA
 from ..errors import (
     BrokerUnavailableError,
     ConfigError,
@@ -286,20 +287,8 @@ def apply_plan(
 _REASSIGN_API = "AlterPartitionReassignments"
 
 # librdkafka key -> kafka-python KafkaAdminClient keyword.
-_LIBRDKAFKA_TO_KAFKA_PYTHON = {
-    "security.protocol": "security_protocol",
-    "sasl.mechanism": "sasl_mechanism",
-    "sasl.mechanisms": "sasl_mechanism",
-    "sasl.username": "sasl_plain_username",
-    "sasl.password": "sasl_plain_password",
-    "sasl.kerberos.service.name": "sasl_kerberos_service_name",
-    "ssl.ca.location": "ssl_cafile",
-    "ssl.certificate.location": "ssl_certfile",
-    "ssl.key.location": "ssl_keyfile",
-    "ssl.key.password": "ssl_password",
-    "ssl.crl.location": "ssl_crlfile",
-    "client.id": "client_id",
-}
+_LIBRDKAFKA_TO_KAFKA_PYTHON = {v: k for k, v in KAFKA_PYTHON_TO_LIBRDKAFKA.items()}
+_LIBRDKAFKA_TO_KAFKA_PYTHON["sasl.mechanisms"] = "sasl_mechanism"  # librdkafka's alias
 
 
 def kafka_python_admin_config(config: Mapping[str, Any], *, timeout: float = 30.0) -> Dict[str, Any]:

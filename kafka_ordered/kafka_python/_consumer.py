@@ -17,7 +17,9 @@ from .. import _log
 from .._gating import GatingCore, GatingOptions
 from .._ports import TP
 from ._assignor import OrderedAssignor, register_layouts, unregister_layouts
-from ..config import CONSUMER_OPTIONS, kafka_python_connection_config, split_config, truthy
+from ..config import (
+    CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, kafka_python_connection_config, split_config, truthy,
+)
 from ..errors import ConfigError
 from ..gates import GateStatus, reset_policy
 from ..history import LayoutHistory
@@ -122,13 +124,13 @@ class OrderedKafkaConsumer:
     """
 
     def __init__(self, *topics: str, **configs: Any) -> None:
-        opts, conf = split_config(dotted(configs), CONSUMER_OPTIONS, "OrderedKafkaConsumer")
+        opts, conf = split_config(dotted(configs), CONSUMER_OPTIONS + KAFKA_PYTHON_OPTIONS, "OrderedKafkaConsumer")
         if not conf.get("group_id"):
             raise ConfigError("OrderedKafkaConsumer needs group_id: gates are evaluated per consumer group")
         auto_commit = truthy(conf.pop("enable_auto_commit", True))
         interval = int(conf.pop("auto_commit_interval_ms", 5000)) / 1000.0
         conf["enable_auto_commit"] = False
-        conn = kafka_python_connection_config(conf)
+        conn = kafka_python_connection_config(conf, opts["ordered.librdkafka.config"])
         self._closed = False
         self._group_id = str(conf["group_id"])
         shared = _log.acquire(conn, opts["ordered.layout.topic"],

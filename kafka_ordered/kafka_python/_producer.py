@@ -15,7 +15,9 @@ from kafka.future import Future
 from .. import _log
 from .._ports import Stamp
 from .._registering import RegisteringCore, RegistrationRecord, TopicState
-from ..config import PRODUCER_OPTIONS, forced, kafka_python_connection_config, split_config
+from ..config import (
+    KAFKA_PYTHON_OPTIONS, PRODUCER_OPTIONS, forced, kafka_python_connection_config, split_config,
+)
 from ..errors import PartitionOverrideError
 from ..history import LayoutHistory
 from ..layout import _as_bytes
@@ -137,14 +139,15 @@ class OrderedKafkaProducer:
     """
 
     def __init__(self, **configs: Any) -> None:
-        opts, conf = split_config(dotted(configs), PRODUCER_OPTIONS, "OrderedKafkaProducer")
+        opts, conf = split_config(dotted(configs), PRODUCER_OPTIONS + KAFKA_PYTHON_OPTIONS, "OrderedKafkaProducer")
         forced(conf, "acks", "all", ("all", -1, "-1"))
         forced(conf, "enable_idempotence", True, (True,))
         self._key_serializer = serializer(conf.pop("key_serializer", None))
         self._value_serializer = serializer(conf.pop("value_serializer", None))
         self._closed = False
         self._max_block_s = float(conf.get("max_block_ms", 60000)) / 1000.0
-        shared = _log.acquire(kafka_python_connection_config(conf), opts["ordered.layout.topic"],
+        conn = kafka_python_connection_config(conf, opts["ordered.librdkafka.config"])
+        shared = _log.acquire(conn, opts["ordered.layout.topic"],
                               corrupt_policy=opts["ordered.layout.corrupt.policy"],
                               timeout=opts["ordered.metadata.timeout.ms"] / 1000.0)
         try:

@@ -498,3 +498,27 @@ def test_refused_record_during_a_switch_fails_alone(layout_admin: LayoutAdmin, t
     futs = [p.send(topic, key=k, value=b"ok") for k in KEYS[2:12]]
     p.flush(10)
     assert all(f.get(10).offset >= 0 for f in futs)
+
+
+def test_an_ssl_context_is_an_error_unless_the_internal_clients_get_librdkafka_settings(
+        bootstrap: str, opts: Dict[str, Any], make_producer: Callable[..., OrderedKafkaProducer],
+        make_consumer: Callable[..., OrderedKafkaConsumer]) -> None:
+    """kafka-python's ``ssl_context`` (an object) cannot reach the internal
+    librdkafka clients that read the layout log: a clear ConfigError that
+    starts nothing, not a layout log read without TLS. With
+    ``ordered_librdkafka_config`` the internal clients get those settings."""
+    import ssl
+
+    ctx = ssl.create_default_context()
+    threads = threading.active_count()
+    with pytest.raises(ConfigError, match="ssl_context.*ordered.librdkafka.config"):
+        OrderedKafkaProducer(bootstrap_servers=bootstrap, ssl_context=ctx, **opts)
+    with pytest.raises(ConfigError, match="ssl_context.*ordered.librdkafka.config"):
+        OrderedKafkaConsumer(bootstrap_servers=bootstrap, group_id="g", ssl_context=ctx, **opts)
+    assert threading.active_count() == threads
+    internal = {"socket.keepalive.enable": True}
+    p = make_producer(ssl_context=ctx, ordered_librdkafka_config=internal)
+    c = make_consumer(ssl_context=ctx, **{"ordered.librdkafka.config": internal})
+    for client in (p, c):
+        assert client._shared._conn["socket.keepalive.enable"] is True
+        assert client._shared._conn["bootstrap.servers"] == bootstrap
