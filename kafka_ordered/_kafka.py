@@ -72,6 +72,11 @@ class OffsetReader:
         self._lock = threading.Lock()
         self._used = time.monotonic()
 
+    @property
+    def connected(self) -> bool:
+        """Whether its consumer is open now (it opens on first use)."""
+        return self._consumer is not None
+
     def _get_consumer(self) -> Consumer:
         self._used = time.monotonic()
         if self._consumer is None:

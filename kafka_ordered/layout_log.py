@@ -458,7 +458,7 @@ class LayoutFollower:
         first = max(low, high - _SNAPSHOTS_TRIED)
         found: Dict[int, Any] = {}
         reader = self._reader_for()
-        was_open = reader._consumer is not None
+        was_open = reader.connected
         try:
             # Through the short-wait reader: behind the tail's long-poll fetch a
             # read of the log would wait for that fetch to end.
