@@ -586,13 +586,19 @@ class LayoutFollower:
             self._apply(m, offset)
 
     def _fill(self, target: int, deadline: float) -> None:
-        """Read ``[next_offset, target)`` again with the short-wait reader; a
-        hole that stays after a few re-reads is accepted as permanent
-        (compaction, transaction markers) with a warning."""
+        """Read ``[next_offset, target)`` again with the short-wait reader. A
+        hole is accepted as permanent (compaction, transaction markers) with a
+        warning only after at least ``_GAP_REREADS`` re-reads over at least
+        half the follower's timeout: a loaded broker can take that long to
+        write a batch whose offsets it has handed out. Raises
+        ``BrokerUnavailableError`` when ``deadline`` comes first (the
+        background read tries again; nothing is skipped)."""
         history = self.history
-        for attempt in range(1, _GAP_REREADS + 1):
-            if history.next_offset >= target:
-                return
+        began = time.monotonic()
+        settle = self.timeout / 2
+        attempt = 0
+        while history.next_offset < target:
+            attempt += 1
             got, _ = self._reader_for().read_from((self.topic, 0), history.next_offset, upto=target,
                                                   timeout=max(0.1, deadline - time.monotonic()))
             progressed = False
@@ -603,14 +609,24 @@ class LayoutFollower:
                     progressed = True
             if history.next_offset >= target:
                 return
-            if not progressed:
-                log.debug("layout log %s: offsets %d..%d missing, re-reading", self.topic, history.next_offset,
-                          target - 1)
-                time.sleep(_GAP_BACKOFF_S * attempt)
-        log.warning("layout log %s: offsets %d..%d stayed missing over %d re-reads; treating the gap as "
-                    "permanent (compaction or transaction markers)", self.topic, history.next_offset, target - 1,
-                    _GAP_REREADS)
-        history.skip_to(target)
+            if progressed:
+                began, attempt = time.monotonic(), 0
+                continue
+            if attempt >= _GAP_REREADS and time.monotonic() - began >= settle:
+                log.warning("layout log %s: offsets %d..%d stayed missing over %d re-reads in %.1f s; treating "
+                            "the gap as permanent (compaction or transaction markers)", self.topic,
+                            history.next_offset, target - 1, attempt, time.monotonic() - began)
+                history.skip_to(target)
+                return
+            pause = min(_GAP_BACKOFF_S * attempt, 0.5)
+            if time.monotonic() + pause > deadline:
+                raise BrokerUnavailableError(
+                    f"layout log {self.topic}: offsets {history.next_offset}..{target - 1} are still missing "
+                    f"after {attempt} re-reads; reading again later"
+                )
+            log.debug("layout log %s: offsets %d..%d missing, re-reading", self.topic, history.next_offset,
+                      target - 1)
+            time.sleep(pause)
 
     def _apply(self, m: Any, offset: int) -> None:
         if self.fatal is not None:
