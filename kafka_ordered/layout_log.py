@@ -722,7 +722,8 @@ class LayoutFollower:
 
     def sync(self, timeout: Optional[float] = None) -> LayoutHistory:
         """Catch up with every record appended before this call (its end
-        offset is read now, then what is missing is read); returns the history.
+        offset is read now, from a Fetch response, then what is missing is
+        read); returns the history.
 
         Raises :class:`BrokerUnavailableError` when the log cannot be read in
         time, and the follower's fatal error (:class:`CorruptLayoutRecordError`
@@ -732,7 +733,9 @@ class LayoutFollower:
             raise self.fatal
         called = time.monotonic()
         timeout = timeout or self.timeout
-        _, end = self._bounds(timeout)
+        # From a Fetch sent now, not ListOffsets alone: ListOffsets(latest) can
+        # be low (the embedded broker answers the base of a batch + 1).
+        end = self._reader_for().end_offsets([(self.topic, 0)], timeout)[(self.topic, 0)]
         self._read_to(end, timeout)
         self._last_end = max(self._last_end or 0, end)
         self._confirmed_at = max(self._confirmed_at, called)
