@@ -64,7 +64,7 @@ from _common import bench, broker, machine, percentile
 from _data import changed_topic, fill, keys
 from consumer import COMMON, committed, drain_consume
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_ordered import LayoutAdmin, OrderedConsumer
 from kafka_ordered._gating import GatingCore, GatingOptions
@@ -466,8 +466,6 @@ def _history_of(bootstrap: str, layout_topic: str, topic: str, n: int) -> None:
     40,000 a fetch no longer answers within 30 s (docs/testing.md). Against
     Apache Kafka (``KAFKA_ORDERED_BOOTSTRAP``) the batching changes nothing
     a reader sees: the same records at the same offsets."""
-    from confluent_kafka import Producer
-
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "queue.buffering.max.messages": 200000})
     for i in range(n):
         if i % 100 == 99:
@@ -484,8 +482,6 @@ def _history_of(bootstrap: str, layout_topic: str, topic: str, n: int) -> None:
 
 
 def scale_start_100k(a: argparse.Namespace) -> str:
-    from confluent_kafka import Producer
-
     n = a.registrations
     with broker() as bootstrap:
         layout_topic = f"_kafka_ordered-bench-{uuid.uuid4().hex[:6]}"

@@ -414,7 +414,7 @@ class LayoutFollower:
         """Read the log from its start to its end through the tail consumer
         (the background thread is not running yet)."""
         deadline = time.monotonic() + self.timeout
-        low, end = self._bounds(self.timeout, earliest=True)
+        low, end = self._bounds(self.timeout)
         if low > self.history.next_offset:
             raise UnsafeLayoutLogError(
                 f"layout log {self.topic} starts at offset {low}: records were deleted, so the "
@@ -471,7 +471,7 @@ class LayoutFollower:
                         "replaying the whole log", self.topic, topic, first, high - 1, self.timeout)
             return
         try:
-            end = reader.end_offsets([(self.topic, 0)], self.timeout)[(self.topic, 0)]
+            end = self._fetched_end(self.timeout)
         finally:
             if not was_open:  # opened for this start only: an idle process keeps no extra client
                 reader.close_if_idle(0.0)
@@ -676,20 +676,27 @@ class LayoutFollower:
 
     # -- reading on demand
 
-    def _bounds(self, timeout: float, earliest: bool = False) -> Tuple[int, int]:
-        """(log start or 0, log end) of the layout log. Asked on the admin
-        client's own connection: behind the follower's long-poll fetch, a
-        broker answers only when that fetch completes."""
-        specs = {TopicPartition(self.topic, 0, 0): OffsetSpec.latest()}
+    def _bounds(self, timeout: float) -> Tuple[int, int]:
+        """(log start, log end) of the layout log, by ListOffsets. Asked on the
+        admin client's own connection: behind the follower's long-poll fetch,
+        a broker answers only when that fetch completes. The end can be low
+        (see :meth:`_fetched_end`)."""
+        def listed(spec: OffsetSpec) -> int:
+            specs = {TopicPartition(self.topic, 0, 0): spec}
+            return int(next(iter(self._admin.list_offsets(specs, request_timeout=timeout).values())).result().offset)
+
         try:
-            end = next(iter(self._admin.list_offsets(specs, request_timeout=timeout).values())).result().offset
-            low = 0
-            if earliest:
-                specs = {TopicPartition(self.topic, 0, 0): OffsetSpec.earliest()}
-                low = next(iter(self._admin.list_offsets(specs, request_timeout=timeout).values())).result().offset
+            end = listed(OffsetSpec.latest())
+            low = listed(OffsetSpec.earliest())
         except KafkaException as e:
             raise translate(e, f"reading the end of layout log {self.topic}") from e
         return low, end
+
+    def _fetched_end(self, timeout: float) -> int:
+        """The layout log's end, at least as late as this call: from a Fetch
+        response sent now, not ListOffsets alone, whose answer can be low
+        (the embedded broker answers the base of a batch + 1)."""
+        return self._reader_for().end_offsets([(self.topic, 0)], timeout)[(self.topic, 0)]
 
     def _read_to(self, target: int, timeout: float) -> None:
         """Make the view include every offset below ``target`` (a read sent now)."""
@@ -733,9 +740,7 @@ class LayoutFollower:
             raise self.fatal
         called = time.monotonic()
         timeout = timeout or self.timeout
-        # From a Fetch sent now, not ListOffsets alone: ListOffsets(latest) can
-        # be low (the embedded broker answers the base of a batch + 1).
-        end = self._reader_for().end_offsets([(self.topic, 0)], timeout)[(self.topic, 0)]
+        end = self._fetched_end(timeout)
         self._read_to(end, timeout)
         self._last_end = max(self._last_end or 0, end)
         self._confirmed_at = max(self._confirmed_at, called)

@@ -64,7 +64,7 @@ class _ScriptedReader:
 
 def _follower(reader: _ScriptedReader) -> LayoutFollower:
     f = LayoutFollower({"bootstrap.servers": "127.0.0.1:1"}, "_log", timeout=2.0, reader=reader)  # type: ignore[arg-type]
-    f._bounds = lambda timeout, earliest=False: (0, len(reader.log))  # type: ignore[method-assign]
+    f._bounds = lambda timeout: (0, len(reader.log))  # type: ignore[method-assign]
     return f
 
 
@@ -119,9 +119,8 @@ def test_catch_up_past_reads_only_when_the_view_lacks_the_offset() -> None:
 
 def test_a_hole_that_outlasts_five_rereads_is_still_read_not_skipped() -> None:
     """A loaded broker may take longer than five quick re-reads to write a
-    reserved batch (a CI run once saw the follower skip 10,000 acknowledged
-    registrations that way). A hole is accepted as permanent only after it
-    has stayed for half the follower's timeout."""
+    batch whose offsets it handed out. A hole is accepted as permanent only
+    after it has stayed for half the follower's timeout."""
     reader = _ScriptedReader(_log(), hidden={1}, hide_reads=8)
     f = _follower(reader)
     history = f.sync()
@@ -138,7 +137,7 @@ def test_sync_reads_to_the_end_a_fetch_shows_not_to_list_offsets() -> None:
     log = _log()
     reader = _ScriptedReader(log[:2], hidden=set(), hide_reads=0)
     f = _follower(reader)
-    f._bounds = lambda timeout, earliest=False: (0, 2)  # type: ignore[method-assign]
+    f._bounds = lambda timeout: (0, 2)  # type: ignore[method-assign]
     assert f.sync().next_offset == 2
     reader.log = log  # two more records appended; ListOffsets still says 2
     history = f.sync()
