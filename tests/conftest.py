@@ -1,19 +1,21 @@
 """Shared fixtures.
 
-Integration tests use one session-scoped broker: an embedded Tansu, or the
-broker named by ``KAFKA_ORDERED_BOOTSTRAP`` (Apache Kafka, Redpanda). Topic
-names are unique per test; factory fixtures close every client they made.
+Integration tests use one session-scoped broker, chosen by
+``KAFKA_ORDERED_BROKER``: ``embedded`` (default: a Tansu process) or ``kafka``
+(a 3-node Apache Kafka KRaft cluster, :class:`KafkaCluster`); or the broker
+named by ``KAFKA_ORDERED_BOOTSTRAP``. Topic names are unique per test; factory
+fixtures close every client they made.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
-from kafka_ordered.testing import BOOTSTRAP_ENV, EmbeddedBroker
+from kafka_ordered.testing import BOOTSTRAP_ENV, EmbeddedBroker, KafkaCluster, SaslUser
 from kafka_ordered.testing import group_config as settings_for
 
 
@@ -27,21 +29,56 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
             item.add_marker(pytest.mark.integration)
 
 
+#: Which broker the session runs on: ``embedded`` or ``kafka``.
+BROKER_ENV = "KAFKA_ORDERED_BROKER"
+#: The SASL/PLAIN user of the Apache Kafka test cluster's SASL_SSL listener.
+SASL_USER = SaslUser("alice", "alice-secret")
+
+
+def broker_kind() -> str:
+    kind = os.environ.get(BROKER_ENV, "embedded")
+    if kind not in ("embedded", "kafka"):
+        raise pytest.UsageError(f"{BROKER_ENV} must be 'embedded' or 'kafka', got {kind!r}")
+    return kind
+
+
 @pytest.fixture(scope="session")
-def bootstrap() -> Iterator[str]:
+def kafka_cluster() -> Iterator[Optional[KafkaCluster]]:
+    """The session's Apache Kafka cluster (3 nodes, replication factor 3,
+    ``min.insync.replicas=2``, a SASL_SSL listener), or ``None`` on any
+    other broker."""
+    if broker_kind() != "kafka" or os.environ.get(BOOTSTRAP_ENV):
+        yield None
+        return
+    with KafkaCluster(nodes=3, sasl_users=[SASL_USER]) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def bootstrap(kafka_cluster: Optional[KafkaCluster]) -> Iterator[str]:
     """``host:port`` of the broker every integration test talks to."""
     external = os.environ.get(BOOTSTRAP_ENV)
     if external:
         yield external
-        return
-    with EmbeddedBroker() as broker:
-        yield broker.bootstrap_servers
+    elif kafka_cluster is not None:
+        yield kafka_cluster.bootstrap_servers
+    else:
+        with EmbeddedBroker() as broker:
+            yield broker.bootstrap_servers
 
 
 @pytest.fixture(scope="session")
 def embedded(bootstrap: str) -> bool:
     """True when the tests run on the embedded Tansu broker."""
-    return not os.environ.get(BOOTSTRAP_ENV)
+    return not os.environ.get(BOOTSTRAP_ENV) and broker_kind() == "embedded"
+
+
+@pytest.fixture
+def cluster_or_skip(kafka_cluster: Optional[KafkaCluster]) -> KafkaCluster:
+    """The session's Apache Kafka cluster; skips on other brokers."""
+    if kafka_cluster is None:
+        pytest.skip("needs the Apache Kafka test cluster (KAFKA_ORDERED_BROKER=kafka)")
+    return kafka_cluster
 
 
 @pytest.fixture

@@ -337,8 +337,12 @@ def cmd_upgrade_protocol(args: argparse.Namespace) -> int:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from ..testing import EmbeddedBroker
+    from ..testing import EmbeddedBroker, KafkaCluster
 
+    if not args.kafka and args.nodes is not None:
+        raise ConfigError("--nodes needs --kafka (the embedded broker has one node)")
+    if args.kafka and args.port is not None:
+        raise ConfigError("--port is for the embedded broker; an Apache Kafka cluster takes free ports")
     stop = {"now": False}
 
     def handler(signum: int, frame: Any) -> None:
@@ -346,22 +350,50 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
     # Installed before the address is printed: a caller may stop us as soon as it reads it.
     previous = signal.signal(signal.SIGTERM, handler)
-    with EmbeddedBroker(port=args.port) as broker:
-        if args.json:
-            _render.out(json.dumps({"bootstrap_servers": broker.bootstrap_servers, "pid": broker.pid}))
-        else:
-            _render.out(broker.bootstrap_servers)
-        _render.note(f"embedded Tansu broker running (pid {broker.pid}); Ctrl-C to stop")
-        try:
-            while not stop["now"]:
-                time.sleep(0.2)
-                if not broker.running:
-                    _render.error("the embedded broker exited")
-                    return EXIT_FAILED
-        except KeyboardInterrupt:
-            pass
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+    try:
+        if args.kafka:
+            nodes = 1 if args.nodes is None else args.nodes
+            if nodes < 1:
+                raise ConfigError(f"--nodes must be at least 1, got {nodes}")
+            _render.note(f"starting Apache Kafka {_kafka_version()} ({nodes} node{'s' if nodes > 1 else ''}; "
+                         "the first start fetches its jars from Maven Central)")
+            cluster = KafkaCluster(nodes=nodes)
+            with cluster:
+                pids = [cluster.pid(i) for i in range(nodes)]
+                if args.json:
+                    _render.out(json.dumps({"bootstrap_servers": cluster.bootstrap_servers, "pids": pids,
+                                            "kafka_version": _kafka_version()}))
+                else:
+                    _render.out(cluster.bootstrap_servers)
+                _render.note(f"Apache Kafka {_kafka_version()} running ({nodes} node(s), pids "
+                             f"{', '.join(map(str, pids))}); Ctrl-C to stop")
+                return _serve(stop, lambda: all(cluster.running(i) for i in range(nodes)), "an Apache Kafka node")
+        with EmbeddedBroker(port=args.port) as broker:
+            if args.json:
+                _render.out(json.dumps({"bootstrap_servers": broker.bootstrap_servers, "pid": broker.pid}))
+            else:
+                _render.out(broker.bootstrap_servers)
+            _render.note(f"embedded Tansu broker running (pid {broker.pid}); Ctrl-C to stop")
+            return _serve(stop, lambda: broker.running, "the embedded broker")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _kafka_version() -> str:
+    from ..testing import KAFKA_VERSION
+
+    return KAFKA_VERSION
+
+
+def _serve(stop: Dict[str, bool], alive: Callable[[], bool], what: str) -> int:
+    try:
+        while not stop["now"]:
+            time.sleep(0.2)
+            if not alive():
+                _render.error(f"{what} exited")
+                return EXIT_FAILED
+    except KeyboardInterrupt:
+        pass
     return EXIT_OK
 
 
@@ -526,10 +558,14 @@ def _parser() -> argparse.ArgumentParser:
 
     output = _Parser(add_help=False)
     _output_arguments(output)
-    sp = add("broker", cmd_broker, "run an embedded Tansu broker in the foreground (prints its address; "
-                                   "with --json one line {\"bootstrap_servers\": ..., \"pid\": ...})",
+    sp = add("broker", cmd_broker, "run an embedded Tansu broker (or with --kafka an Apache Kafka cluster) in the "
+                                   "foreground (prints its address; with --json one line "
+                                   "{\"bootstrap_servers\": ..., \"pid\": ...}, with --kafka \"pids\": [...])",
              parents=[output])
-    sp.add_argument("--port", type=_port_arg, help="0-65535; default, or 0: a free port")
+    sp.add_argument("--port", type=_port_arg, help="0-65535; default, or 0: a free port (embedded broker only)")
+    sp.add_argument("--kafka", action="store_true",
+                    help="run Apache Kafka (KRaft, jars from Maven Central; needs Java 17+ and Maven) instead")
+    sp.add_argument("--nodes", type=int, help="with --kafka: combined broker+controller nodes (default 1)")
 
     sp = add("demo", cmd_demo, "ordered vs plain clients through layout changes, on an embedded broker",
              parents=[])

@@ -10,6 +10,9 @@ when they run). The broker-free simulation is
 - :class:`EmbeddedBroker` runs a Tansu broker (``pip install
   'kafka-ordered[broker]'``) on a free loopback port; :data:`BOOTSTRAP_ENV`
   names an external broker to use instead.
+- :class:`KafkaCluster` runs a real Apache Kafka KRaft cluster (combined
+  broker+controller JVMs from Maven Central jars) on loopback ports, with
+  nodes to stop, kill, pause and restart.
 - :data:`FAST_GROUP_CONFIG` (confluent-kafka) and
   :data:`FAST_GROUP_CONFIG_KAFKA_PYTHON` make consumer-group joins fast on it
   (embedded broker only: Apache Kafka refuses ``session.timeout.ms`` below
@@ -29,11 +32,16 @@ from ._broker import (
     find_tansu,
     group_config,
 )
+from ._cluster import KAFKA_VERSION, KafkaCluster, KafkaSetupError, SaslUser
 from ._oracle import OracleReport, OrderingOracle, Violation, decode_value, encode_value
 
 __all__ = [
     "EmbeddedBroker",
     "find_tansu",
+    "KafkaCluster",
+    "KafkaSetupError",
+    "SaslUser",
+    "KAFKA_VERSION",
     "BOOTSTRAP_ENV",
     "TANSU_ENV",
     "FAST_GROUP_CONFIG",
