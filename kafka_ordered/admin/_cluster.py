@@ -459,8 +459,9 @@ def topic_config(admin: AdminLike, topic: str, *, timeout: float = 10.0) -> Dict
 # -- preferred leader election (KIP-183)
 
 
-def _election(tp: TopicPartition, exc: Optional[BaseException]) -> ElectionResult:
-    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+def _election(tp: TopicPartition, exc: Optional[object]) -> ElectionResult:
+    # confluent-kafka hands a partition's error over as a bare KafkaError.
+    err = exc if isinstance(exc, KafkaError) else exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
     if exc is None:
         return ElectionResult(tp.topic, tp.partition, "elected")
     if not isinstance(err, KafkaError):

@@ -8,10 +8,13 @@ from typing import Any, Dict, List, Optional, Tuple
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 
-def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 15.0) -> Dict[int, List[Any]]:
-    """Every record of every partition (assign + EOF, no group), by partition."""
+def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 15.0,
+             isolation: str = "read_committed") -> Dict[int, List[Any]]:
+    """Every record of every partition (assign + EOF, no group), by partition;
+    ``isolation="read_uncommitted"`` includes aborted transactions' records."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafka-ordered-tests-reader",
-                  "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 10})
+                  "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 10,
+                  "isolation.level": isolation})
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out: Dict[int, List[Any]] = {p: [] for p in range(partitions)}

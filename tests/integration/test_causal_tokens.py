@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from kafka_ordered import (
     LayoutAdmin,
@@ -416,7 +416,8 @@ def test_a_transactional_producer_stamps_until_a_stamped_record_is_committed(
     producer.begin_transaction()
     producer.produce(topic, b"c", k)  # committed: no stamp any more
     producer.commit_transaction(10)
-    records = [m for m in read_all(bootstrap, topic, 4)[2] if m.value() in (b"aborted", b"b", b"c")]
+    records = [m for m in read_all(bootstrap, topic, 4, isolation="read_uncommitted")[2]
+               if m.value() in (b"aborted", b"b", b"c")]
     log_id = producer._shared.follower.log_id
     assert [(m.value(), s) for m, s in zip(records, _stamps(records))] == [
         (b"aborted", (log_id, reg.offset)), (b"b", (log_id, reg.offset)), (b"c", None)]
@@ -465,6 +466,14 @@ def _calm_after(consumer: OrderedConsumer, api: str, got: List[Any], n: int) -> 
         got += _fetch(consumer, api)
 
 
+def _high_watermark(bootstrap: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafka-ordered-tests-hw", "isolation.level": "read_uncommitted"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
+
+
 @pytest.mark.parametrize("api", ["poll", "consume"])
 def test_a_calm_consumer_still_catches_up_on_a_stamp_and_on_a_gap(
     api: str, admin: LayoutAdmin, make_consumer: Callable[..., OrderedConsumer], bootstrap: str, topic: str,
@@ -504,6 +513,9 @@ def test_a_calm_consumer_still_catches_up_on_a_stamp_and_on_a_gap(
     tx.begin_transaction()
     tx.produce(topic, b"in-tx", b"k", partition=0)
     tx.commit_transaction(10)
+    # Apache Kafka writes the commit marker after EndTxn returns: wait for it
+    # (the in-transaction record is at 4, the marker at 5) before the next append.
+    _wait(lambda: _high_watermark(bootstrap, topic) >= 6)
     raw.produce(topic, b"after-marker", b"k", partition=0)  # one offset after the commit marker
     assert raw.flush(10) == 0
     _calm_after(consumer, api, got, 6)

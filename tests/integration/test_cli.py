@@ -54,7 +54,7 @@ def test_plan_says_what_expand_then_does(bootstrap: str, layout_topic: str, topi
                                          capsys: pytest.CaptureFixture[str]) -> None:
     base = ["--bootstrap-server", bootstrap, "--layout-topic", layout_topic]
     assert _run(capsys, ["create", topic, "-p", "2", "--physical", "4", *base])[0] == 0
-    for target in (3, 6, 4):
+    for target in (3, 6, 7):
         code, out, err = _run(capsys, ["plan", topic, "--to", str(target), *base])
         predicted = code == 0
         assert ("expand would succeed" in out) == predicted
@@ -65,6 +65,17 @@ def test_plan_says_what_expand_then_does(bootstrap: str, layout_topic: str, topi
         assert (code == 0) == predicted, f"plan predicted {predicted} for {target}; expand exited {code}: {err}"
         if embedded and target == 6:
             assert not predicted and "CreatePartitions" in err
+        if not embedded:  # Apache Kafka creates partitions: every expansion goes through
+            assert predicted, err
+    if not embedded:
+        # ... unless the brokers' capacity (KIP-578) forbids it: predicted, refused, nothing changed.
+        limit = ["--max-partitions", "1"]
+        code, out, err = _run(capsys, ["plan", topic, "--to", "8", *limit, *base])
+        assert code == 1 and "guard rails" in err and "Remaining partition capacity per broker" in err
+        code, out, err = _run(capsys, ["expand", topic, "8", *limit, *base])
+        assert code == 1 and "guard rails" in err
+        code, out, _ = _run(capsys, ["describe", topic, "--json", *base])
+        assert json.loads(out)["layout"]["partitions"] == 7
 
 
 def test_follow_up_failure_exits_3_and_says_what_to_run(bootstrap: str, layout_topic: str, topic: str,

@@ -13,7 +13,7 @@ import itertools
 import json
 import random
 from types import SimpleNamespace
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import pytest
 from hypothesis import assume, given, settings
@@ -655,3 +655,20 @@ def test_create_and_grow_with_an_explicit_assignment_through_the_adapter() -> No
     with pytest.raises(UnknownTopicError):
         _cluster.topic_assignment(fake, "nope")  # type: ignore[arg-type]
     assert _cluster.replica_counts(fake) == {1: 3, 2: 3}  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("wrap", [lambda e: e, lambda e: __import__("confluent_kafka").KafkaException(e)],
+                         ids=["KafkaError", "KafkaException"])
+def test_an_election_not_needed_is_not_a_failure_however_the_client_hands_it_over(wrap: Any) -> None:
+    """confluent-kafka's ``elect_leaders`` hands a partition's error over as a
+    bare ``KafkaError`` (seen on Apache Kafka 4.4: ELECTION_NOT_NEEDED for a
+    partition whose preferred replica already leads), not as a
+    ``KafkaException``."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    from kafka_ordered.admin._cluster import _election
+
+    res = _election(TopicPartition("t", 0), wrap(KafkaError(KafkaError.ELECTION_NOT_NEEDED)))
+    assert res.status == "not_needed" and res.ok and res.code == KafkaError.ELECTION_NOT_NEEDED
+    failed = _election(TopicPartition("t", 1), wrap(KafkaError(KafkaError.PREFERRED_LEADER_NOT_AVAILABLE)))
+    assert failed.status == "failed" and not failed.ok and failed.error == "PREFERRED_LEADER_NOT_AVAILABLE"
