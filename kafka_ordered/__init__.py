@@ -20,6 +20,7 @@ from .admin import (
 )
 from .confluent import OrderedConsumer, OrderedProducer
 from .errors import (
+    AuthenticationError,
     BrokerUnavailableError,
     ConcurrentLayoutChangeError,
     ConfigError,
@@ -99,6 +100,7 @@ __all__ = [
     "UnknownTopicError",
     "TopicNotManagedError",
     "TopicAlreadyManagedError",
+    "AuthenticationError",
     "BrokerUnavailableError",
     "UnsupportedBrokerApiError",
     "LayoutLogError",

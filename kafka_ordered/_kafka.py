@@ -9,32 +9,54 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+import weakref
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from . import _credentials
 from .config import internal_config
 from .errors import BrokerUnavailableError, UnknownTopicError, for_code, translate
 
 TP = Tuple[str, int]
 
+_ADMIN_CONFIGS: "weakref.WeakKeyDictionary[AdminClient, Dict[str, Any]]" = weakref.WeakKeyDictionary()
+
+
 def new_admin(conn: Mapping[str, Any]) -> AdminClient:
     """An internal AdminClient for the application's config ``conn``."""
     conf = internal_config(conn, "producer")
-    return AdminClient({**conf, "log_level": conf.get("log_level", 3)})
+    admin = AdminClient({**conf, "log_level": conf.get("log_level", 3)})
+    _ADMIN_CONFIGS[admin] = conf
+    return admin
 
 
 def partition_count(admin: AdminClient, topic: str, timeout: float) -> int:
-    """Physical partition count of ``topic``; raises ``UnknownTopicError`` or
-    ``BrokerUnavailableError``."""
-    try:
-        # Asking for one topic by name lets some brokers auto-create it.
-        md = admin.list_topics(timeout=timeout)
-    except KafkaException as e:
-        raise translate(e, f"reading metadata of {topic}") from e
+    """Physical partition count of ``topic``; raises ``UnknownTopicError``,
+    ``BrokerUnavailableError``, or ``AuthenticationError`` as soon as the
+    cluster refused the credentials of an internal admin's connection."""
+    what = f"reading metadata of {topic}"
+    conf = _ADMIN_CONFIGS.get(admin)
+    deadline = time.monotonic() + timeout
+    while True:
+        # Short slices: a refused login never answers, and its error_cb is the only sign.
+        left = deadline - time.monotonic()
+        try:
+            # Asking for one topic by name lets some brokers auto-create it.
+            md = admin.list_topics(timeout=max(0.05, min(1.0, left)) if conf is not None else timeout)
+        except KafkaException as e:
+            if conf is not None:
+                admin.poll(0)  # serves error_cb
+            refused = _credentials.failure(conf, what) if conf is not None else None
+            if refused is not None:
+                raise refused from e
+            if conf is not None and time.monotonic() < deadline:
+                continue
+            raise translate(e, what) from e
+        break
     if not md.brokers:
-        raise BrokerUnavailableError(f"reading metadata of {topic}: no broker answered; check bootstrap.servers")
+        raise BrokerUnavailableError(f"{what}: no broker answered; check bootstrap.servers")
     tm = md.topics.get(topic)
     if tm is None or (tm.error is not None and for_code(tm.error.code()) is UnknownTopicError) or not tm.partitions:
         raise UnknownTopicError(f"topic {topic} does not exist", code=KafkaError.UNKNOWN_TOPIC_OR_PART)

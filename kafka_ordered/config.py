@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Literal, Mapping, Optional, Tuple
 
+from . import _credentials
 from .errors import ConfigError
 
 __all__ = [
@@ -238,13 +239,15 @@ def internal_config(config: Mapping[str, Any], role: Role) -> Dict[str, Any]:
     every client-level key passes through (security, OAuth callbacks,
     sockets, timeouts, ``debug``, ``logger``, ...), minus the keys that only
     make sense for the other client type and the application's own
-    observers (``stats_cb``). Admin clients take the ``"producer"`` role."""
+    observers (``stats_cb``). Admin clients take the ``"producer"`` role.
+    Its ``error_cb`` records authentication failures
+    (:mod:`kafka_ordered._credentials`) before calling the application's."""
     skip = _is_consumer_only if role == "producer" else _is_producer_only
     out = {k: v for k, v in config.items() if not skip(k) and k not in _APPLICATION_ONLY}
     if role == "producer":
         out = {k: v for k, v in out.items() if not (k.startswith("enable.") and k.endswith(".commit"))}
     out.setdefault("logger", librdkafka_logger("internal"))
-    return out
+    return _credentials.watch(out)
 
 
 _PER_CLIENT = frozenset({"logger", "client.id", "error_cb", "throttle_cb", "oauth_cb", "log_cb"})

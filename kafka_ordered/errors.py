@@ -31,6 +31,7 @@ __all__ = [
     "TopicNotManagedError",
     "TopicAlreadyManagedError",
     "BrokerUnavailableError",
+    "AuthenticationError",
     "UnsupportedBrokerApiError",
     "LayoutLogError",
     "LayoutLogUnwritableError",
@@ -91,6 +92,12 @@ class TopicAlreadyManagedError(KafkaOrderedError):
 
 class BrokerUnavailableError(KafkaOrderedError):
     """No broker answered within the timeout."""
+
+
+class AuthenticationError(KafkaOrderedError):
+    """The cluster refused the client's credentials or TLS handshake (wrong
+    SASL password or mechanism, untrusted certificate). Not retriable: fix
+    the ``sasl.*`` / ``ssl.*`` settings."""
 
 
 class UnsupportedBrokerApiError(KafkaOrderedError):
@@ -222,6 +229,8 @@ CODES: Mapping[str, int] = MappingProxyType(
     {
         # librdkafka, client side (< 0)
         "_DESTROY_BROKER": -137,
+        "_AUTHENTICATION": -169,
+        "_SSL": -181,
         "_NOENT": -156,
         "_UNSUPPORTED_FEATURE": -165,
         "_TIMED_OUT_QUEUE": -166,
@@ -246,6 +255,7 @@ CODES: Mapping[str, int] = MappingProxyType(
         "INVALID_REPLICATION_FACTOR": 38,
         "INVALID_REPLICA_ASSIGNMENT": 39,
         "INVALID_REQUEST": 42,
+        "SASL_AUTHENTICATION_FAILED": 58,
     }
 )
 
@@ -262,6 +272,7 @@ _GROUPS: Tuple[Tuple[Type[KafkaOrderedError], Tuple[str, ...]], ...] = (
         ),
     ),
     (UnknownTopicError, ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION")),
+    (AuthenticationError, ("_AUTHENTICATION", "_SSL", "SASL_AUTHENTICATION_FAILED")),
     # INVALID_REQUEST: how brokers without an API (Tansu) answer it.
     (UnsupportedBrokerApiError, ("_UNSUPPORTED_FEATURE", "UNSUPPORTED_VERSION", "INVALID_REQUEST")),
     (TopicAlreadyManagedError, ("TOPIC_ALREADY_EXISTS",)),
@@ -276,7 +287,7 @@ _BY_CODE: Mapping[int, Type[KafkaOrderedError]] = MappingProxyType(
 def for_code(code: Optional[int]) -> Type[KafkaOrderedError]:
     """The :class:`KafkaOrderedError` subclass for a broker or librdkafka
     error ``code``: :class:`BrokerUnavailableError`, :class:`UnknownTopicError`,
-    :class:`UnsupportedBrokerApiError`, :class:`TopicAlreadyManagedError`,
+    :class:`AuthenticationError`, :class:`UnsupportedBrokerApiError`, :class:`TopicAlreadyManagedError`,
     :class:`PlacementError`, or :class:`KafkaOrderedError` itself for any
     other code (and for ``None``)."""
     if code is None:
