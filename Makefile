@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-unit test-fallback typecheck bench chaos install ext docs clean
+.PHONY: demo test test-kafka test-unit test-fallback typecheck bench chaos install ext docs clean
 SEEDS ?= 0-9
 
 # `pip install -e .` also compiles the optional C speed-ups in place
@@ -38,15 +38,24 @@ demo: $(VENV)/.base
 	$(VENV)/bin/kafka-ordered demo
 
 ## make test: the whole suite (unit, integration on an embedded broker, Spark) on the C speed-ups,
-## then the whole suite again on their pure-Python fallback
+## then the whole suite again on their pure-Python fallback, then every broker-facing test
+## (integration, Spark, the fixed chaos seeds) on a 3-node Apache Kafka cluster
+## (kafka_ordered.testing.KafkaCluster; its jars come from Maven Central on first use)
 test: $(VENV)/.full
 	$(PY) -m pytest $(PYTEST_ARGS)
 	KAFKA_ORDERED_NO_SPEEDUPS=1 $(PY) -m pytest $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-kafka
 
-## make chaos SEEDS=0-49: the randomized multi-process fault suite, one line per seed and a total
+## make test-kafka: the broker-facing tests on a 3-node Apache Kafka KRaft cluster
+test-kafka: $(VENV)/.full
+	KAFKA_ORDERED_BROKER=kafka $(PY) -m pytest tests/integration tests/spark tests/chaos $(PYTEST_ARGS)
+
+## make chaos SEEDS=0-49 [BROKER=kafka]: the randomized multi-process fault suite, one line per seed
+## and a total; BROKER=kafka runs it on a 3-node Apache Kafka cluster with broker faults added
+BROKER ?= embedded
 chaos: $(VENV)/.full
-	$(PY) -m tests.chaos.run --seeds $(SEEDS)
-	$(PY) -m tests.chaos.run --seeds $(firstword $(subst -, ,$(SEEDS))) --plain
+	$(PY) -m tests.chaos.run --seeds $(SEEDS) --broker $(BROKER)
+	$(PY) -m tests.chaos.run --seeds $(firstword $(subst -, ,$(SEEDS))) --plain --broker $(BROKER)
 
 test-unit: $(VENV)/.full
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -42,6 +42,20 @@ def broker_kind() -> str:
     return kind
 
 
+def on_embedded_broker() -> bool:
+    """Whether this session's broker is the embedded Tansu (what the
+    ``embedded`` fixture says, for code outside fixtures)."""
+    return not os.environ.get(BOOTSTRAP_ENV) and broker_kind() == "embedded"
+
+
+def spare(physical: int) -> Optional[int]:
+    """``admin.create_topic(t, 2, physical_partitions=spare(4))``: spare
+    partitions only on the embedded broker, which cannot create partitions;
+    elsewhere ``None`` (no spares), so that expansions take the real path
+    (CreatePartitions with the placement planner's assignment)."""
+    return physical if on_embedded_broker() else None
+
+
 @pytest.fixture(scope="session")
 def kafka_cluster() -> Iterator[Optional[KafkaCluster]]:
     """The session's Apache Kafka cluster (3 nodes, replication factor 3,
@@ -70,7 +84,7 @@ def bootstrap(kafka_cluster: Optional[KafkaCluster]) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def embedded(bootstrap: str) -> bool:
     """True when the tests run on the embedded Tansu broker."""
-    return not os.environ.get(BOOTSTRAP_ENV) and broker_kind() == "embedded"
+    return on_embedded_broker()
 
 
 @pytest.fixture

@@ -26,10 +26,13 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Literal, Optional, Sequence, TextIO, Tuple
 
 from ._broker import BOOTSTRAP_ENV, EmbeddedBroker, group_config
 from ._oracle import OracleReport, OrderingOracle, encode_value
+
+if TYPE_CHECKING:
+    from ._cluster import KafkaCluster
 
 __all__ = ["Scenario", "ScenarioResult", "run_scenario", "scenario_from_args", "run_demo"]
 
@@ -46,7 +49,7 @@ class Scenario:
     consumers: int = 3
     consumer_rate: int = 1500  # records/s per consumer (processing cost)
     initial: int = 4
-    physical: int = 8
+    physical: int = 8  # embedded broker only (no CreatePartitions); elsewhere expand creates partitions
     layouts: Tuple[int, ...] = (5, 6, 8, 6, 8)
     producer_restart_at: Optional[float] = 0.45
     consumer_crash_at: Optional[float] = 0.55
@@ -61,6 +64,12 @@ class Scenario:
     poison: bool = False  # producers also send refused (oversized) and unparsable records
     seed: int = 0
     drain_timeout_s: float = 60.0
+    # Broker faults (Apache Kafka test cluster only: run_scenario(cluster=...)):
+    # SIGKILL or SIGSTOP of one node at this fraction of the run, back after broker_down_s.
+    broker_fault_at: Optional[float] = None
+    broker_fault: Literal["kill", "pause"] = "kill"
+    broker_fault_target: Literal["layout-leader", "data-leader"] = "layout-leader"
+    broker_down_s: float = 4.0
 
 
 @dataclass(frozen=True)
@@ -350,12 +359,17 @@ def run_scenario(
     workdir: Optional[str] = None,
     progress: Optional[TextIO] = None,
     embedded: Optional[bool] = None,
+    cluster: Optional["KafkaCluster"] = None,
 ) -> ScenarioResult:
     """Run one scenario against ``bootstrap`` and check it with the oracle.
 
     ``embedded`` says whether ``bootstrap`` is the embedded broker (fast group
-    settings) or a real one (settings Apache Kafka accepts); ``None``: real
-    when ``$KAFKA_ORDERED_BOOTSTRAP`` is set."""
+    settings, spare partitions, tail holes) or a real one (settings Apache
+    Kafka accepts, expansions through CreatePartitions, every missing record
+    lost); ``None``: real when ``$KAFKA_ORDERED_BOOTSTRAP`` is set.
+    ``cluster`` is the :class:`~kafka_ordered.testing.KafkaCluster` behind
+    ``bootstrap``, needed for the scenario's broker faults; every node it
+    faulted is running again when this returns."""
     if embedded is None:
         embedded = not os.environ.get(BOOTSTRAP_ENV)
     from ..admin import LayoutAdmin
@@ -367,8 +381,11 @@ def run_scenario(
     rng = random.Random(scenario.seed)
     admin = LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic})
     procs: List[subprocess.Popen] = []  # type: ignore[type-arg]
+    faulted: List[int] = []  # cluster nodes a broker fault took away, until they are back
     try:
-        admin.create_topic(topic, scenario.initial, scenario.physical)
+        # Spare partitions only where the broker cannot create them: elsewhere
+        # every expansion takes the real path (CreatePartitions).
+        admin.create_topic(topic, scenario.initial, scenario.physical if embedded else None)
         common = ["--bootstrap", bootstrap, "--topic", topic, "--layout-topic", layout_topic,
                   "--ordered", "1" if scenario.ordered else "0", "--embedded", "1" if embedded else "0"]
 
@@ -410,6 +427,12 @@ def run_scenario(
             events.append((scenario.member_join_at, "join", scenario.consumers))
         if scenario.corrupt_layout_at is not None:
             events.append((scenario.corrupt_layout_at, "corrupt", 0))
+        if scenario.broker_fault_at is not None:
+            if cluster is None:
+                raise ValueError("a scenario with broker faults needs run_scenario(cluster=KafkaCluster)")
+            back = min(0.95, scenario.broker_fault_at + scenario.broker_down_s / scenario.duration_s)
+            events.append((scenario.broker_fault_at, "broker-fault", rng.random()))
+            events.append((back, "broker-back", 0))
         events.sort(key=lambda e: e[0])
         tails = [_Tail(tmp / f"consumer-{i}.tsv") for i in range(scenario.consumers + 1)]
         all_lines: List[List[str]] = [[] for _ in tails]
@@ -472,6 +495,25 @@ def run_scenario(
                 raw.flush(10)
                 if progress is not None:
                     progress.write(f"  [{tag[:7]}] corrupt record appended to the layout log\n")
+            elif kind == "broker-fault":
+                assert cluster is not None
+                node = _leader_node(cluster, layout_topic if scenario.broker_fault_target == "layout-leader"
+                                    else topic, arg)
+                (cluster.kill if scenario.broker_fault == "kill" else cluster.pause)(node)
+                faulted.append(node)
+                if progress is not None:
+                    progress.write(f"  [{tag[:7]}] broker node {node} ({scenario.broker_fault_target}) "
+                                   f"{'SIGKILLed' if scenario.broker_fault == 'kill' else 'SIGSTOPped'}\n")
+            elif kind == "broker-back":
+                assert cluster is not None
+                for node in faulted:
+                    if scenario.broker_fault == "kill":
+                        cluster.start_node(node, wait=False)
+                    else:
+                        cluster.resume(node)
+                faulted.clear()
+                if progress is not None:
+                    progress.write(f"  [{tag[:7]}] broker nodes back\n")
             elif kind == "join":
                 consumers[arg] = consumer(arg)
                 if progress is not None:
@@ -482,7 +524,7 @@ def run_scenario(
             p.send_signal(signal.SIGTERM)
         for p in producers.values():
             p.wait(60)
-        oracle = OrderingOracle()
+        oracle = OrderingOracle(broker_tail_holes=embedded)
         acked: set = set()  # (key, value) of every acknowledged record
         placed: Dict[Tuple[str, str], Tuple[int, int]] = {}
         refused = poison_skipped = 0
@@ -544,6 +586,22 @@ def run_scenario(
                 p.kill()
                 p.wait(10)
         admin.close()
+        if cluster is not None:
+            for node in faulted:
+                cluster.resume(node)
+                cluster.start_node(node, wait=False)
+            cluster.wait_ready(range(cluster.nodes), timeout=120)
+
+
+def _leader_node(cluster: "KafkaCluster", topic: str, pick: float) -> int:
+    """Index of the node leading a partition of ``topic`` (``pick`` in [0, 1)
+    chooses which)."""
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(topic, timeout=10)
+    parts = sorted(md.topics[topic].partitions.values(), key=lambda p: p.id)
+    leader = parts[int(pick * len(parts))].leader
+    return next(i for i in range(cluster.nodes) if cluster.node_id(i) == leader)
 
 
 def _where_missing(bootstrap: str, topic: str, missing: Any, placed: Dict[Tuple[str, str], Tuple[int, int]],

@@ -1,7 +1,8 @@
 """``python -m tests.chaos.run --seeds 0-49 [--plain]``: one line per seed and a total.
 
-Runs against ``$KAFKA_ORDERED_BOOTSTRAP`` or one embedded broker for the
-whole run. Exit status 1 when an ordered run shows a violation or a lost
+Runs against ``$KAFKA_ORDERED_BOOTSTRAP``, or one broker started for the
+whole run: the embedded one, or with ``--broker kafka`` a 3-node Apache
+Kafka cluster whose nodes the seeds also SIGKILL and SIGSTOP. Exit status 1 when an ordered run shows a violation or a lost
 acknowledged record (or, with ``--plain``, when the control shows none).
 """
 
@@ -12,7 +13,7 @@ import os
 import sys
 from typing import List
 
-from kafka_ordered.testing import BOOTSTRAP_ENV, EmbeddedBroker
+from kafka_ordered.testing import BOOTSTRAP_ENV, EmbeddedBroker, KafkaCluster
 
 from .scenarios import describe, run_seed, scenario_for
 
@@ -30,15 +31,26 @@ def main(argv: List[str]) -> int:
     p.add_argument("--seeds", default="0-9", help="e.g. 0-49 or 3,7,11")
     p.add_argument("--plain", action="store_true", help="plain confluent-kafka clients (the control)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of producing per seed")
+    p.add_argument("--broker", choices=["embedded", "kafka"], default=os.environ.get("KAFKA_ORDERED_BROKER", "embedded"),
+                   help="the broker to start (default: embedded; kafka: a 3-node Apache Kafka cluster, "
+                        "with broker faults)")
     args = p.parse_args(argv)
     external = os.environ.get(BOOTSTRAP_ENV)
-    broker = None if external else EmbeddedBroker().start()
-    bootstrap = external or broker.bootstrap_servers  # type: ignore[union-attr]
+    broker = cluster = None
+    if external:
+        bootstrap = external
+    elif args.broker == "kafka":
+        cluster = KafkaCluster(nodes=3).start()
+        bootstrap = cluster.bootstrap_servers
+    else:
+        broker = EmbeddedBroker().start()
+        bootstrap = broker.bootstrap_servers
     totals = {"produced": 0, "delivered": 0, "violations": 0, "missing": 0, "holes": 0, "seeds": 0, "bad": 0}
     try:
         for seed in _seeds(args.seeds):
-            sc = scenario_for(seed, plain=args.plain, duration_s=args.duration)
-            r = run_seed(bootstrap, seed, plain=args.plain, embedded=broker is not None, duration_s=args.duration)
+            sc = scenario_for(seed, plain=args.plain, duration_s=args.duration, broker_faults=cluster is not None)
+            r = run_seed(bootstrap, seed, plain=args.plain, embedded=broker is not None, duration_s=args.duration,
+                         cluster=cluster)
             rep = r.report
             bad = (rep.violations or rep.missing) if not args.plain else False
             totals["seeds"] += 1
@@ -56,6 +68,8 @@ def main(argv: List[str]) -> int:
     finally:
         if broker is not None:
             broker.stop()
+        if cluster is not None:
+            cluster.close()
     print(f"total: {totals['seeds']} seeds, produced {totals['produced']}, delivered {totals['delivered']}, "
           f"violations {totals['violations']}, lost {totals['missing']}, broker tail holes {totals['holes']}, "
           f"failing seeds {totals['bad']}")

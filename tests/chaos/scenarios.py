@@ -8,7 +8,9 @@ restarted, a consumer SIGKILLed and maybe restarted, a member joining (a
 rebalance), an unparsable record appended to the layout log, which client
 each producer uses and which one the group uses (confluent-kafka or
 kafka-python), auto or manual (synchronous, per batch) commits, and poison
-records (one the producer's client refuses, one no consumer can parse). The
+records (one the producer's client refuses, one no consumer can parse), and
+on the Apache Kafka cluster a broker SIGKILLed or SIGSTOPped (the layout
+log's leader or a data partition's) and brought back. The
 ordering oracle checks per-key order per producer and that every
 acknowledged record is delivered (the embedded broker's tail holes are
 counted apart, see ``kafka_ordered.testing.OrderingOracle``). ``plain=True`` runs the same scenario
@@ -19,13 +21,29 @@ can fail.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import List, Optional
 
+from kafka_ordered.testing import KafkaCluster
 from kafka_ordered.testing.demo import Scenario, ScenarioResult, run_scenario
 
 
-def scenario_for(seed: int, *, plain: bool = False, duration_s: float = 10.0) -> Scenario:
-    """The scenario of ``seed`` (ordered clients unless ``plain``)."""
+def scenario_for(seed: int, *, plain: bool = False, duration_s: float = 10.0, broker_faults: bool = False) -> Scenario:
+    """The scenario of ``seed`` (ordered clients unless ``plain``). With
+    ``broker_faults`` (the Apache Kafka cluster) it also SIGKILLs or SIGSTOPs
+    a broker, the layout log's leader or a data partition's, and brings it
+    back; the other choices of the seed stay the same."""
+    sc = _client_scenario(seed, plain=plain, duration_s=duration_s)
+    if not broker_faults:
+        return sc
+    rng = random.Random(seed ^ 0xB40CE4)
+    return replace(sc, broker_fault_at=round(rng.uniform(0.15, 0.7), 2),
+                   broker_fault=rng.choice(["kill", "pause"]),
+                   broker_fault_target=rng.choice(["layout-leader", "data-leader"]),
+                   broker_down_s=round(rng.uniform(2.0, 6.0), 1))
+
+
+def _client_scenario(seed: int, *, plain: bool, duration_s: float) -> Scenario:
     rng = random.Random(seed)
     initial = rng.choice([2, 3, 4])
     physical = initial * 2
@@ -77,6 +95,9 @@ def describe(s: Scenario) -> str:
         faults.append(f"join@{s.member_join_at}")
     if s.corrupt_layout_at is not None:
         faults.append(f"corrupt-log@{s.corrupt_layout_at}")
+    if s.broker_fault_at is not None:
+        faults.append(f"broker-{'SIGKILL' if s.broker_fault == 'kill' else 'SIGSTOP'}({s.broker_fault_target},"
+                      f"{s.broker_down_s}s)@{s.broker_fault_at}")
     if s.poison:
         faults.append("poison")
     layouts = "->".join(str(n) for n in (s.initial, *s.layouts))
@@ -87,8 +108,11 @@ def describe(s: Scenario) -> str:
 
 
 def run_seed(bootstrap: str, seed: int, *, plain: bool = False, embedded: Optional[bool] = None,
-             duration_s: float = 10.0) -> ScenarioResult:
-    return run_scenario(bootstrap, scenario_for(seed, plain=plain, duration_s=duration_s), embedded=embedded)
+             duration_s: float = 10.0, cluster: Optional[KafkaCluster] = None) -> ScenarioResult:
+    """Run seed ``seed``; with ``cluster`` (the Apache Kafka cluster behind
+    ``bootstrap``) its broker faults too."""
+    sc = scenario_for(seed, plain=plain, duration_s=duration_s, broker_faults=cluster is not None)
+    return run_scenario(bootstrap, sc, embedded=embedded, cluster=cluster)
 
 
 __all__ = ["scenario_for", "describe", "run_seed"]

@@ -28,6 +28,7 @@ from kafka_ordered.records import encode_layout
 from kafka_ordered.tokens import HEADER, decode
 
 from .support import read_all
+from ..conftest import spare
 
 KEYS = [f"key-{i:04d}".encode() for i in range(200)]
 # A connection setting that changes nothing but gives a client its own
@@ -127,7 +128,7 @@ def test_stamps_reach_plain_consumers_only_on_the_first_records_and_wrapped_cons
     admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], make_consumer: Callable[..., OrderedConsumer],
     bootstrap: str, topic: str, send: str,
 ) -> None:
-    admin.create_topic(topic, 2, physical_partitions=4)
+    admin.create_topic(topic, 2, physical_partitions=spare(4))
     producer = make_producer()
     movers = [k for k in KEYS if partition_for(k, 2, 2) != partition_for(k, 2, 4)]
     producer.produce(topic, b"before", movers[0], headers=[("app", b"1")])
@@ -196,7 +197,7 @@ def test_a_stamp_of_another_log_is_ignored_and_stripped(
 def test_a_restarting_stable_id_stamps_what_its_last_registration_gated(
     admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], bootstrap: str, topic: str,
 ) -> None:
-    admin.create_topic(topic, 2, physical_partitions=4)
+    admin.create_topic(topic, 2, physical_partitions=spare(4))
     k = _mover(0, 2)
     first = make_producer(**{"ordered.producer.id": "billing"})
     first.produce(topic, b"a", k)
@@ -223,7 +224,7 @@ def test_kafka_python_clients_stamp_and_strip(
 ) -> None:
     from kafka_ordered.kafka_python import OrderedKafkaConsumer, OrderedKafkaProducer
 
-    admin.create_topic(topic, 2, physical_partitions=4)
+    admin.create_topic(topic, 2, physical_partitions=spare(4))
     k = _mover(0, 2)
     conf = {"bootstrap_servers": bootstrap, "ordered.layout.topic": layout_topic}
     producer = OrderedKafkaProducer(**conf)
@@ -358,7 +359,7 @@ def test_an_idle_producer_and_consumer_cost_one_thread_and_two_clients(
     admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], make_consumer: Callable[..., OrderedConsumer],
     topic: str,
 ) -> None:
-    admin.create_topic(topic, 2, physical_partitions=4)
+    admin.create_topic(topic, 2, physical_partitions=spare(4))
     admin.close()  # the test's own admin: not part of the process under test
     time.sleep(0.5)
     assert _log.active_count() == 0
@@ -395,7 +396,7 @@ def test_a_transactional_producer_stamps_until_a_stamped_record_is_committed(
     transaction stamps again. (Also: the producer's registration inside a
     transaction goes through the layout-log writer, which must not take the
     application's transactional.id.)"""
-    admin.create_topic(topic, 2, physical_partitions=4)
+    admin.create_topic(topic, 2, physical_partitions=spare(4))
     k = _mover(0, 2)
     producer = make_producer(**{"transactional.id": f"tx-{os.getpid()}-{time.monotonic_ns()}", **OWN_FOLLOWER})
     producer.init_transactions(10)
@@ -426,7 +427,7 @@ def test_a_transactional_producer_stamps_until_a_stamped_record_is_committed(
 def test_clients_made_for_a_switch_are_closed_when_idle_and_made_again(
     admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], bootstrap: str, topic: str,
 ) -> None:
-    admin.create_topic(topic, 2, physical_partitions=8)
+    admin.create_topic(topic, 2, physical_partitions=spare(8))
     producer = make_producer(**OWN_FOLLOWER)
     shared = producer._shared
     producer.produce(topic, b"v", KEYS[0])

@@ -22,6 +22,7 @@ from kafka_ordered.cli import main as cli_main
 from kafka_ordered.testing import OrderingOracle, decode_value
 
 from .support import produce_keys
+from ..conftest import spare
 
 KEYS = [f"key-{i:04d}".encode() for i in range(200)]
 _clock = itertools.count()
@@ -43,7 +44,7 @@ class Recorder(PartitionKeyRebalanceListener):
 def _one_split(admin: LayoutAdmin, producer: OrderedProducer, topic: str, before: int = 3, after: int = 3) -> Tuple[int, int]:
     """Topic of 1 undeleted partition (2 physical); ``before`` rounds of every
     key, expand to 2, ``after`` more rounds. Returns the gate (start, wait)."""
-    admin.create_topic(topic, 1, physical_partitions=2)
+    admin.create_topic(topic, 1, physical_partitions=spare(2))
     seqs: Dict[bytes, int] = {}
     for _ in range(before):
         produce_keys(producer, topic, KEYS, seqs)

@@ -21,6 +21,8 @@ from kafka_ordered.layout import Layout
 from kafka_ordered.listener import PartitionKeyRebalanceListener
 from kafka_ordered.testing import OrderingOracle, encode_value
 
+from ..conftest import spare
+
 KEYS = [b"key-%03d" % i for i in range(40)]
 
 
@@ -104,7 +106,7 @@ def test_forced_settings_aliases_and_partition_override(bootstrap: str, layout_a
 
 def test_producer_switches_within_two_seconds_of_expand(layout_admin: LayoutAdmin, topic: str,
                                                        make_producer: Callable[..., OrderedKafkaProducer]) -> None:
-    before = layout_admin.create_topic(topic, 2, 8)
+    before = layout_admin.create_topic(topic, 2, spare(8))
     p = make_producer()
     for k in KEYS:
         p.send(topic, key=k, value=b"before")
@@ -126,7 +128,7 @@ def test_producer_switches_within_two_seconds_of_expand(layout_admin: LayoutAdmi
 
 def test_thresholds_cover_own_writes_and_new_partitions_wait_for_the_registration(
         layout_admin: LayoutAdmin, topic: str, make_producer: Callable[..., OrderedKafkaProducer]) -> None:
-    lay1 = layout_admin.create_topic(topic, 2, 6)
+    lay1 = layout_admin.create_topic(topic, 2, spare(6))
     # Multi-record batches: the embedded broker's ListOffsets is wrong for them.
     p = make_producer(linger_ms=30, batch_size=1 << 16)
     acked: List[Tuple[float, int, int, bytes]] = []  # (ack time, partition, offset, key)
@@ -206,7 +208,7 @@ def test_thresholds_cover_own_writes_and_new_partitions_wait_for_the_registratio
 def test_callback_sending_during_a_switch_does_not_deadlock(
         layout_admin: LayoutAdmin, topic: str, make_producer: Callable[..., OrderedKafkaProducer],
         unique: Callable[[str], str], bootstrap: str) -> None:
-    layout_admin.create_topic(topic, 2, 8)
+    layout_admin.create_topic(topic, 2, spare(8))
     side = unique("side")  # an unmanaged topic
     side_admin = AdminClient({"bootstrap.servers": bootstrap})
     side_admin.create_topics([NewTopic(side, 1, 1)])[side].result()
@@ -317,7 +319,7 @@ def _backlog_run(layout_admin: LayoutAdmin, topic: str, make_producer: Callable[
 
     The backlog is there before the consumer starts, so it can fetch new
     partitions before the old ones: only the gates keep the order."""
-    layout_admin.create_topic(topic, 2, 6)
+    layout_admin.create_topic(topic, 2, spare(6))
     oracle = OrderingOracle()
     p = make_producer(linger_ms=20)
     _produce_through(layout_admin, topic, p, oracle, "P1", [
@@ -402,7 +404,7 @@ def test_two_member_group_uses_the_layout_aware_assignor(layout_admin: LayoutAdm
                                                          make_producer: Callable[..., OrderedKafkaProducer],
                                                          make_consumer: Callable[..., OrderedKafkaConsumer],
                                                          unique: Callable[[str], str]) -> None:
-    layout_admin.create_topic(topic, 2, 8)
+    layout_admin.create_topic(topic, 2, spare(8))
     oracle = OrderingOracle()
     p = make_producer()
     _produce_through(layout_admin, topic, p, oracle, "P2", [lambda: layout_admin.expand(topic, 4)], per_step=2)
@@ -442,7 +444,7 @@ def test_partition_held_across_a_rebalance_is_delivered_after_it(
     """A partition held at a gate when it is revoked is not left paused in the
     inner KafkaConsumer: when it comes back, its records are delivered once
     the gate opens (issue 10, item 1)."""
-    before = layout_admin.create_topic(topic, 2, 4)
+    before = layout_admin.create_topic(topic, 2, spare(4))
     group = unique("group")
     member = make_consumer(topic, group_id=group)
     p0 = TopicPartition(topic, 0)
@@ -488,7 +490,7 @@ def test_refused_record_during_a_switch_fails_alone(layout_admin: LayoutAdmin, t
     (issue 10, item 2)."""
     from kafka.errors import MessageSizeTooLargeError
 
-    layout_admin.create_topic(topic, 2, 4)
+    layout_admin.create_topic(topic, 2, spare(4))
     p = make_producer(max_request_size=10_000)
     p.send(topic, key=KEYS[0], value=b"v").get(10)
     layout_admin.expand(topic, 3)

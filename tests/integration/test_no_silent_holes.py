@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import KafkaException
 
 from kafka_ordered import BrokerUnavailableError, LayoutAdmin, OrderedConsumer, OrderedProducer
+from ..conftest import spare
 
 KEYS = [f"key-{i:04d}".encode() for i in range(200)]
 
@@ -32,7 +33,7 @@ def test_refused_record_during_a_switch_fails_alone(
 ) -> None:
     """A record the client refuses (too large) while a switch buffers sends
     fails alone; the records after it are delivered and the switch completes."""
-    admin.create_topic(topic, 2, physical_partitions=4)
+    admin.create_topic(topic, 2, physical_partitions=spare(4))
     producer = make_producer(**{"message.max.bytes": 10_000})
     producer.produce(topic, b"v", KEYS[0])
     assert producer.flush(10) == 0
@@ -105,7 +106,7 @@ def test_a_key_that_moves_twice_cannot_overtake_itself(
     the producer's own gate on p2, B was delivered while A still waited on p0."""
     from confluent_kafka import TopicPartition
 
-    admin.create_topic(topic, 2, physical_partitions=8)
+    admin.create_topic(topic, 2, physical_partitions=spare(8))
     producer = make_producer(**{"ordered.producer.id": unique("p")})
     producer.produce(topic, b"A", b"key-2")  # p0
     assert producer.flush(10) == 0

@@ -23,6 +23,7 @@ from kafka_ordered import (
 from kafka_ordered.testing import EmbeddedBroker
 
 from .support import produce_keys, read_all
+from ..conftest import spare
 
 KEYS = [f"key-{i:04d}".encode() for i in range(400)]
 
@@ -37,7 +38,7 @@ def _wait(cond: Callable[[], bool], timeout: float = 10.0) -> None:
 def test_switches_within_2s_and_registers_true_end_offsets(
     admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], bootstrap: str, topic: str, embedded: bool
 ) -> None:
-    admin.create_topic(topic, 4, physical_partitions=8)
+    admin.create_topic(topic, 4, physical_partitions=spare(8))
     producer = make_producer()
     acks: List[Tuple[bytes, int, int, int]] = []
     seqs: Dict[bytes, int] = {}
@@ -122,7 +123,7 @@ def test_threshold_check_catches_a_low_end_offset(bootstrap: str, embedded: bool
 def test_stable_id_restart_registers_from_its_last_epoch(
     admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], topic: str
 ) -> None:
-    admin.create_topic(topic, 2, physical_partitions=4)
+    admin.create_topic(topic, 2, physical_partitions=spare(4))
     first = make_producer(**{"ordered.producer.id": "billing-1"})
     acks: List[Tuple[bytes, int, int, int]] = []
     produce_keys(first, topic, KEYS, {}, acks)
@@ -146,7 +147,7 @@ def test_stable_id_restart_registers_from_its_last_epoch(
 def test_anonymous_restart_uses_the_transition_window(
     admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], topic: str
 ) -> None:
-    admin.create_topic(topic, 2, physical_partitions=4)
+    admin.create_topic(topic, 2, physical_partitions=spare(4))
     admin.expand(topic, 3)
     inside = make_producer()
     produce_keys(inside, topic, KEYS[:20], {})
@@ -164,7 +165,7 @@ def test_records_sent_during_a_switch_keep_their_order(
     """Records still in flight when a switch starts, records a delivery callback
     sends during the switch's flush, and records other threads send meanwhile
     all arrive once, in send order, without deadlock."""
-    admin.create_topic(topic, 2, physical_partitions=4)
+    admin.create_topic(topic, 2, physical_partitions=spare(4))
     movers = [k for k in KEYS if partition_for(k, 2, 2) != partition_for(k, 2, 4)]
     chain, other_key = movers[0], movers[1]
     producer = make_producer(**{"linger.ms": 400})
@@ -222,7 +223,7 @@ def test_explicit_partition_refused_and_unmanaged_passthrough(
 ) -> None:
     from confluent_kafka.admin import NewTopic
 
-    admin.create_topic(topic, 2, physical_partitions=4)
+    admin.create_topic(topic, 2, physical_partitions=spare(4))
     producer = make_producer()
     with pytest.raises(PartitionOverrideError, match="per-key ordering"):
         producer.produce(topic, b"v", b"k", partition=1)
@@ -244,7 +245,7 @@ def test_explicit_partition_refused_and_unmanaged_passthrough(
 def test_str_keys_hash_like_their_utf8_bytes(
     admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], bootstrap: str, topic: str
 ) -> None:
-    admin.create_topic(topic, 3, physical_partitions=3)
+    admin.create_topic(topic, 3, physical_partitions=spare(3))
     producer = make_producer()
     for i in range(100):
         producer.produce(topic, b"v", f"clé-{i}")
@@ -275,7 +276,7 @@ def test_registration_failure_keeps_records_buffered(unique: Callable[[str], str
     producer = OrderedProducer({**conf, "linger.ms": 1, "ordered.switch.timeout.ms": 3000,
                                 "message.timeout.ms": 3000})
     try:
-        admin.create_topic(topic, 2, physical_partitions=4)
+        admin.create_topic(topic, 2, physical_partitions=spare(4))
         producer.produce(topic, b"v", b"k")
         assert producer.flush(10) == 0
         admin.expand(topic, 4)

@@ -20,6 +20,7 @@ from spark_connector.options import parse_options
 from spark_connector.planning import from_json
 from spark_connector.source import KafkaOrderedStreamReader, kafka_schema
 
+from ..conftest import spare
 from .conftest import BatchSink
 
 PLAIN_PARTITIONS = 3
@@ -36,7 +37,7 @@ def managed(bootstrap: str, unique: Callable[[str], str], layout_topic: str) -> 
     """A managed topic (so the layout log ``layout_topic`` exists) with a few records."""
     topic = unique("managed")
     with LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}) as admin:
-        admin.create_topic(topic, 2, physical_partitions=3)
+        admin.create_topic(topic, 2, physical_partitions=spare(3))
     p = Producer({"bootstrap.servers": bootstrap, "log_level": 3})
     for i in range(10):
         p.produce(topic, key=f"k{i}".encode(), value=b"v", partition=i % 2)

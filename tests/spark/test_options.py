@@ -8,13 +8,14 @@ from typing import Any, Callable, Dict
 import pytest
 
 from kafka_ordered.admin import LayoutAdmin
+from ..conftest import spare
 
 
 @pytest.fixture
 def managed(bootstrap: str, unique: Callable[[str], str], layout_topic: str) -> str:
     topic = unique("opts")
     with LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}) as admin:
-        admin.create_topic(topic, 2, physical_partitions=4)
+        admin.create_topic(topic, 2, physical_partitions=spare(4))
     return topic
 
 

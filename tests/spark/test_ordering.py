@@ -12,6 +12,7 @@ import pytest
 
 from kafka_ordered.admin import LayoutAdmin
 
+from ..conftest import spare
 from .conftest import BatchSink, SeqProducers, delivered, order_violations
 
 KEYS = [f"key-{i}".encode() for i in range(24)]
@@ -28,7 +29,7 @@ def scenario(bootstrap: str, unique: Callable[[str], str], layout_topic: str) ->
     topic = unique("order")
     conf = {"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}
     admin = LayoutAdmin(conf)
-    admin.create_topic(topic, 2, physical_partitions=8)
+    admin.create_topic(topic, 2, physical_partitions=spare(8))
     prod = SeqProducers(conf, topic, 2, KEYS)
     prod.phase(60)  # 2880 records on partitions 0/1
     admin.expand(topic, 3)

@@ -16,6 +16,7 @@ from spark_connector.options import parse_options
 from spark_connector.planning import extend_target, from_json, gated_ends, rate_limit, split_range, to_json
 from spark_connector.source import KafkaOrderedStreamReader, kafka_schema
 
+from ..conftest import spare
 from .conftest import SeqProducers
 
 T = "t"
@@ -142,7 +143,7 @@ def transition(bootstrap: str, unique: Callable[[str], str], layout_topic: str) 
     topic = unique("plan")
     conf = {"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}
     admin = LayoutAdmin(conf)
-    admin.create_topic(topic, 2, physical_partitions=4)
+    admin.create_topic(topic, 2, physical_partitions=spare(4))
     prod = SeqProducers(conf, topic, 1, [f"k{i}".encode() for i in range(20)])
     prod.phase(100)
     admin.expand(topic, 3)

@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kafka_ordered.admin import LayoutAdmin
 from spark_connector.source import kafka_schema
 
+from ..conftest import spare
 from .conftest import BatchSink
 
 PARTITIONS = 3
@@ -56,7 +57,7 @@ def data_topic(bootstrap: str, unique: Callable[[str], str], layout_topic: str) 
     partition 0 (its commit marker is a gap no record fills)."""
     topic = unique("rows")
     with LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}) as admin:
-        admin.create_topic(topic, PARTITIONS, physical_partitions=PARTITIONS + 1)
+        admin.create_topic(topic, PARTITIONS, physical_partitions=spare(PARTITIONS + 1))
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 3})
     for i in range(300):
         headers = [("h", f"v{i}".encode()), ("n", None)] if i % 3 == 0 else None
@@ -130,7 +131,7 @@ def test_the_stamp_never_reaches_spark_rows(spark: Any, bootstrap: str, unique: 
     topic = unique("stamped")
     conf = {"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}
     with LayoutAdmin(conf) as admin:
-        admin.create_topic(topic, 2, physical_partitions=4)
+        admin.create_topic(topic, 2, physical_partitions=spare(4))
         producer = OrderedProducer({**conf, "linger.ms": 5})
         keys = [f"k{i}".encode() for i in range(100)]
         for k in keys:

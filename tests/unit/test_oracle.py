@@ -12,7 +12,7 @@ def test_values_round_trip() -> None:
 
 
 def test_a_lower_sequence_after_a_higher_one_is_a_violation() -> None:
-    o = OrderingOracle()
+    o = OrderingOracle(broker_tail_holes=True)
     for seq in (0, 1):
         o.acknowledged(b"k", "P", seq)
     assert o.delivered(b"k", "P", 1)
@@ -23,7 +23,7 @@ def test_a_lower_sequence_after_a_higher_one_is_a_violation() -> None:
 
 
 def test_a_replay_is_a_duplicate_not_a_violation() -> None:
-    o = OrderingOracle()
+    o = OrderingOracle(broker_tail_holes=True)
     for seq in (0, 1):
         o.acknowledged(b"k", "P", seq)
         o.delivered(b"k", "P", seq)
@@ -40,7 +40,7 @@ def _two_batches(o: OrderingOracle) -> None:
 
 
 def test_a_record_written_out_of_order_and_skipped_inside_one_batch_is_a_tail_hole() -> None:
-    o = OrderingOracle()
+    o = OrderingOracle(broker_tail_holes=True)
     _two_batches(o)
     o.delivered(b"a", "P", 0, partition=0, offset=9, batch="c0@1")
     o.delivered(b"c", "P", 0, partition=0, offset=11, batch="c0@1")
@@ -50,7 +50,7 @@ def test_a_record_written_out_of_order_and_skipped_inside_one_batch_is_a_tail_ho
 
 def test_a_record_skipped_between_two_batches_is_missing() -> None:
     """Between batches a client seeks, rewinds and commits: a skip there may be ours."""
-    o = OrderingOracle()
+    o = OrderingOracle(broker_tail_holes=True)
     _two_batches(o)
     o.delivered(b"a", "P", 0, partition=0, offset=9, batch="c0@1")
     o.delivered(b"c", "P", 0, partition=0, offset=11, batch="c0@2")
@@ -59,7 +59,7 @@ def test_a_record_skipped_between_two_batches_is_missing() -> None:
 
 
 def test_a_record_written_in_order_is_missing_even_when_skipped_inside_a_batch() -> None:
-    o = OrderingOracle()
+    o = OrderingOracle(broker_tail_holes=True)
     o.acknowledged(b"a", "P", 0, partition=0, offset=9, at_ns=500)
     o.acknowledged(b"b", "P", 0, partition=0, offset=10, at_ns=900)
     o.acknowledged(b"c", "P", 0, partition=0, offset=11, at_ns=1_000)
@@ -83,7 +83,7 @@ def _concurrent(o: OrderingOracle, above_producer: str, above_acked_ns: int) -> 
 
 
 def test_a_hole_under_another_producers_concurrent_append_is_a_tail_hole() -> None:
-    o = OrderingOracle()
+    o = OrderingOracle(broker_tail_holes=True)
     _concurrent(o, "P0", 20_400_000)
     rep = o.report()
     assert (rep.missing, rep.tail_holes) == (0, 3) and rep.ok
@@ -91,20 +91,20 @@ def test_a_hole_under_another_producers_concurrent_append_is_a_tail_hole() -> No
 
 def test_a_hole_under_the_same_producers_later_record_is_missing() -> None:
     """One producer's records are appended in order: no concurrency excuse."""
-    o = OrderingOracle()
+    o = OrderingOracle(broker_tail_holes=True)
     _concurrent(o, "P1", 20_400_000)
     assert (o.report().missing, o.report().tail_holes) == (3, 0)
 
 
 def test_a_hole_under_a_record_acknowledged_long_after_is_missing() -> None:
     """Another producer's record acknowledged a second later was not in flight together with the hole."""
-    o = OrderingOracle()
+    o = OrderingOracle(broker_tail_holes=True)
     _concurrent(o, "P0", 1_019_000_000)
     assert (o.report().missing, o.report().tail_holes) == (3, 0)
 
 
 def test_a_skip_on_another_partition_is_no_excuse() -> None:
-    o = OrderingOracle()
+    o = OrderingOracle(broker_tail_holes=True)
     _two_batches(o)
     o.acknowledged(b"d", "P", 0, partition=1, offset=5, at_ns=100)
     o.acknowledged(b"e", "P", 0, partition=1, offset=50, at_ns=100)
@@ -116,6 +116,19 @@ def test_a_skip_on_another_partition_is_no_excuse() -> None:
 
 
 def test_without_positions_every_undelivered_record_is_missing() -> None:
-    o = OrderingOracle()
+    o = OrderingOracle(broker_tail_holes=True)
     o.acknowledged(b"a", "P", 0)
     assert o.report().missing == 1
+
+
+def test_without_broker_tail_holes_every_missing_record_is_lost() -> None:
+    """The default (Apache Kafka): the embedded broker's signature is no
+    excuse; the same deliveries that make a tail hole above count as missing."""
+    for holes in (True, False):
+        o = OrderingOracle(broker_tail_holes=holes)
+        o.acknowledged(b"k", "P1", 0, partition=0, offset=5, at_ns=2_000)
+        o.acknowledged(b"j", "P0", 0, partition=0, offset=6, at_ns=1_000)  # above it, acknowledged first
+        o.delivered(b"i", "P0", 0, partition=0, offset=4, batch="b1")
+        o.delivered(b"j", "P0", 0, partition=0, offset=6, batch="b1")
+        rep = o.report()
+        assert (rep.missing, rep.tail_holes) == ((0, 1) if holes else (1, 0))
