@@ -693,11 +693,12 @@ class LayoutAdmin:
         are needed and the broker lacks CreatePartitions."""
         total, physical = xp.target.physical_partitions, xp.physical_partitions
         return UnsupportedBrokerApiError(
-            f"cannot expand {xp.topic} to {total} physical partitions: the broker does not support "
-            f"the CreatePartitions API. Nothing was changed. The topic has {physical} physical partitions with "
+            f"cannot expand {xp.topic} to {xp.target.partitions} partitions: that needs {total} physical "
+            f"partitions, the topic has {physical} and the broker does not support the CreatePartitions API to "
+            f"add more. Nothing was changed. Of the {physical}, {xp.current.partitions} are in use, "
             f"{len(xp.spares)} spare ({', '.join(map(str, sorted(xp.spares))) or 'none'})"
             + (f" and {len(xp.current.draining)} draining" if xp.current.draining else "")
-            + f"; expand needs no broker support up to {physical} undeleted partitions. For more, pre-provision "
+            + f"; expand needs no broker support up to {physical} partitions. For more, pre-provision "
             f"spare partitions: create the topic with physical_partitions >= {total} "
             "(`kafka-ordered create TOPIC --partitions N --physical M`).",
             api="CreatePartitions",
