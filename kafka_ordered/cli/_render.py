@@ -42,6 +42,7 @@ __all__ = [
     "elections_text",
     "retired_text",
     "description_text",
+    "topics_text",
     "group_lines",
     "demo_table",
 ]
@@ -140,6 +141,13 @@ def layout_line(d: Mapping[str, Any]) -> str:
     spares = [p for p in range(d["partitions"], d["physical_partitions"]) if p not in draining]
     return (f"{d['topic']}: epoch {d['epoch']}, {d['partitions']} undeleted of {d['physical_partitions']} physical "
             f"(initial {d['initial_partitions']}, hash {d['hash']}), draining {draining or '-'}, spares {spares or '-'}")
+
+
+def topics_text(data: Mapping[str, Any]) -> str:
+    """``list``: one layout line per managed topic."""
+    if not data["topics"]:
+        return f"no managed topics in layout log {data['layout_topic']}"
+    return "\n".join(layout_line(t) for t in data["topics"])
 
 
 def elections_lines(elections: Mapping[str, Mapping[str, Any]]) -> List[str]:

@@ -224,3 +224,26 @@ def test_getting_started_kafka_python_block_runs_with_the_fast_group_settings(
     # The consumer gives up after 10 s without a record (consumer_timeout_ms): with
     # default group settings the embedded broker's first assignment takes ~23 s.
     assert proc.stdout.splitlines() == ["alice payment 0", "alice payment 1", "alice payment 2"], proc.stdout
+
+
+def test_every_metric_name_in_the_docs_is_in_the_scrape(
+    admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer],
+    make_consumer: Callable[..., OrderedConsumer], topic: str,
+) -> None:
+    producer = make_producer()
+    _held_gate(admin, producer, topic)
+    consumer = make_consumer()
+    consumer.assign([TopicPartition(topic, 1)])
+    consumer.consume(10, 0.5)
+    registry = CollectorRegistry()
+    OrderedCollector.register(consumer, producer, registry=registry)
+    scraped = set(re.findall(r"^# TYPE (kafka_ordered_\w+) ", generate_latest(registry).decode(), re.M))
+    import kafka_ordered.prometheus as prometheus_module
+
+    texts = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8")
+             for p in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]}
+    texts["kafka_ordered/prometheus.py"] = prometheus_module.__doc__ or ""
+    for where, text in texts.items():
+        for name in set(re.findall(r"\bkafka_ordered_[a-z_]+[a-z]", text)):
+            base = re.sub(r"_(bucket|count|sum)$", "", name)
+            assert base in scraped, f"{where} names {name}, which the scrape does not have ({sorted(scraped)})"

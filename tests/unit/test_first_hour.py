@@ -94,3 +94,26 @@ def test_guides_show_the_fast_group_settings_for_kafka_python() -> None:
     root = Path(__file__).resolve().parents[2]
     for doc in ("README.md", "docs/getting-started.md"):
         assert "FAST_GROUP_CONFIG_KAFKA_PYTHON" in (root / doc).read_text(encoding="utf-8"), doc
+
+
+def test_unmanage_record_ends_a_topic_and_a_stale_one_is_superseded() -> None:
+    from kafka_ordered.history import LayoutHistory, encode_layout
+    from kafka_ordered.layout import Layout
+    from kafka_ordered.records import encode_registration
+
+    h = LayoutHistory()
+    first = Layout("t", epoch=1, initial_partitions=2, partitions=2, physical_partitions=4)
+    second = first.expanded(3)
+    records = [encode_layout(first, "create", "a"), encode_layout(second, "expand", "a"),
+               encode_registration("t", "p", True, 2, 1, {2: (0, {0: 5})}),
+               encode_layout(first, "unmanage", "a")]  # names epoch 1: lost a race with the expansion
+    for offset, (key, value) in enumerate(records):
+        h.apply(offset, key, value)
+    assert h.current("t") == second and [c.op for c in h.superseded] == ["unmanage"]
+    key, value = encode_layout(second, "unmanage", "a")
+    h.apply(len(records), key, value)
+    assert h.topics() == [] and h.current("t") is None
+    assert h.registrations("t") == [] and h.gates_on("t", 2) == [] and h.changes("t") == []
+    key, value = encode_layout(first, "adopt", "b")  # managed again, from epoch 1
+    h.apply(len(records) + 1, key, value)
+    assert h.current("t") == first
