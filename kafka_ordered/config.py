@@ -97,30 +97,39 @@ class _Option:
     parse: Callable[[Any], Any]
     default: Any
     doc: str
+    kind: str  # the accepted values, for people (docs/configuration.md)
 
 
-#: Every ``ordered.*`` key: (parser, default, description).
+#: Every ``ordered.*`` key: (parser, default, description, accepted values).
 OPTIONS: Dict[str, _Option] = {
-    "ordered.layout.topic": _Option(_nonempty_str, DEFAULT_LAYOUT_TOPIC, "the layout log topic"),
+    "ordered.layout.topic": _Option(_nonempty_str, DEFAULT_LAYOUT_TOPIC, "the layout log topic", "string"),
     "ordered.layout.corrupt.policy": _Option(
-        _policy, "skip", "what to do with a layout-log record that does not parse: skip (report) or refuse (raise)"
+        _policy, "skip", "what to do with a layout-log record that does not parse: skip (report) or refuse (raise)",
+        "skip or refuse",
     ),
     "ordered.producer.id": _Option(
-        _nonempty_str, None, "stable producer id (like transactional.id): ordering survives restarts across layout changes"
+        _nonempty_str, None, "stable producer id (like transactional.id): ordering survives restarts across layout "
+        "changes", "string",
     ),
     "ordered.transition.window.ms": _Option(
-        _nonneg_int, 600_000, "an anonymous producer starting within this long after a layout change registers for it"
+        _nonneg_int, 600_000, "an anonymous producer starting within this long after a layout change registers for it",
+        "int >= 0 (ms)",
     ),
-    "ordered.switch.timeout.ms": _Option(_pos_int, 30_000, "how long a layout switch (flush + registration) may take"),
+    "ordered.switch.timeout.ms": _Option(_pos_int, 30_000, "how long a layout switch (flush + registration) may take",
+                                         "int > 0 (ms)"),
     "ordered.commit.interval.ms": _Option(
-        _pos_int, 200, "commit interval for owners of partitions other members' gates wait on (auto-commit mode)"
+        _pos_int, 200, "commit interval for owners of partitions other members' gates wait on (auto-commit mode)",
+        "int > 0 (ms)",
     ),
-    "ordered.gating": _Option(_bool, True, "false disables gating (for testing only: ordering is not guaranteed)"),
-    "ordered.metadata.timeout.ms": _Option(_pos_int, 10_000, "timeout of metadata, offset and layout-log requests"),
+    "ordered.gating": _Option(_bool, True, "false disables gating (for testing only: ordering is not guaranteed)",
+                              "bool (true or false)"),
+    "ordered.metadata.timeout.ms": _Option(_pos_int, 10_000, "timeout of metadata, offset and layout-log requests "
+                                           "(also how long a producer's first send waits for the layout log)",
+                                           "int > 0 (ms)"),
     "ordered.librdkafka.config": _Option(
         _librdkafka_config, None,
         "kafka-python wrappers: librdkafka settings for the internal clients, added to those translated from the "
-        "wrapper's keywords",
+        "wrapper's keywords", "dict of librdkafka settings",
     ),
 }
 
