@@ -150,6 +150,9 @@ def acquire(conn: Mapping[str, Any], topic: str, *, corrupt_policy: CorruptPolic
         if joined:
             shared.follower.sync()  # a new client starts from a view caught up now
         _check_protocol(shared, require_protocol)
+    except BrokerUnavailableError as e:
+        shared.release()
+        raise unreachable(e, conn) from e
     except BaseException:
         shared.release()
         raise

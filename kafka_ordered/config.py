@@ -338,7 +338,7 @@ def client_config_error(exc: BaseException, config: Mapping[str, Any], component
     client's constructor raised for a bad setting (librdkafka's message; for
     an unknown property also "did you mean ..." when a known one is close),
     or ``None`` when ``exc`` is something else."""
-    err = exc.args[0] if exc.args else None
+    err: Any = exc.args[0] if exc.args else None
     text = err.str() if callable(getattr(err, "str", None)) else None
     if not isinstance(text, str) or not any(w in text for w in ("configuration property", "value for")):
         return None

@@ -180,7 +180,7 @@ class OrderedProducer:
         self._producer_id = opts["ordered.producer.id"] or anonymous_id()
         self._client_id = metrics_client_id(conf, "producer")
         # Like the client, construction needs no broker: the layout log is
-        # read by the first operation that needs it (_started()).
+        # read by the first operation that needs it (the _core property).
         self._shared: Optional[_log.Shared] = None
         self._core_: Optional[RegisteringCore] = None
         self._start_lock = threading.Lock()

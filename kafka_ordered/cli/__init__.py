@@ -434,10 +434,11 @@ def cmd_consume(args: argparse.Namespace) -> int:
                         if args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
                             break
                         continue
-                    if msg.error() is not None:
-                        if msg.error().code() == KafkaError._PARTITION_EOF:
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
                             continue
-                        raise KafkaException(msg.error())
+                        raise KafkaException(err)
                     idle_since = time.monotonic()
                     count += 1
                     key, value = _text(msg.key()), _text(msg.value())
