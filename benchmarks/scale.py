@@ -318,6 +318,8 @@ def _switch_child(a: argparse.Namespace) -> int:
     from kafka_ordered import OrderedProducer
 
     p = OrderedProducer({"bootstrap.servers": a.bootstrap, "ordered.layout.topic": a.layout_topic, "linger.ms": 5})
+    p.history  # construction reads no layout log: start it here, before the measurement
+    assert p._shared is not None
     follower = p._shared.follower
     seen: Dict[str, float] = {}
     woken = threading.Event()

@@ -35,6 +35,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from ._fastpath import Calm
 from ._freshness import CausalFreshness
 from ._ports import TP, ConsumerPort, LayoutView, OffsetsPort
+from .errors import KafkaOrderedError
 from .gates import GateKeeper, GateStatus, ResetPolicy, processed_offset, start_position
 from .history import LayoutHistory
 from .listener import PartitionKeyRebalanceListener
@@ -816,9 +817,18 @@ class GatingCore:
         for j in range(i, len(self._wait_counts)):
             self._wait_counts[j] += 1
 
-    def metrics(self, group_id: str) -> ConsumerMetrics:
-        """A snapshot for :meth:`OrderedConsumer.ordered_metrics`."""
+    def metrics(self, group_id: str, client_id: str = "") -> ConsumerMetrics:
+        """A snapshot for :meth:`OrderedConsumer.ordered_metrics`. Reads the
+        owned partitions' log-end offsets (one request) for the lag and the
+        records behind each gate; when that fails they are ``None``."""
         now = time.monotonic()
+        owned = sorted(self._owned)
+        ends: Optional[Dict[TP, int]]
+        try:
+            ends = self.offsets.end_offsets(owned, self.opts.timeout) if owned else {}
+        except KafkaOrderedError as e:
+            log.warning("metrics: end offsets of %d partition(s) unreadable: %s", len(owned), e)
+            ends = None
         gates = []
         for status in self.gate_status():
             tp = (status.topic, status.partition)
@@ -826,9 +836,13 @@ class GatingCore:
                 continue
             st = self.parts[tp]
             held = tp in self._held
+            behind = None if ends is None or tp not in ends else max(0, ends[tp] - status.start)
             gates.append(GateMetrics(status.topic, status.partition, status.start, held, st.held_wall,
                                      now - st.held_since if st.held_since is not None else 0.0,
-                                     dict(status.waiting_on)))
+                                     dict(status.waiting_on), behind))
+        lag: Optional[Dict[TP, int]] = None
+        if ends is not None:
+            lag = {tp: max(0, ends[tp] - pos) for tp, pos in self.positions(owned).items() if tp in ends}
         history = self.follower.history
         topics = {t for t, _ in self._owned} | self.subscribed
         epochs = {t: lay.epoch for t in sorted(topics) if (lay := history.current(t)) is not None}
@@ -843,6 +857,8 @@ class GatingCore:
                                      self._wait_sum),
             layout_epochs=epochs,
             layout_view=self.follower.view_metrics(),
+            client_id=client_id,
+            records_lag=lag,
         )
 
     def has_closed_gates(self) -> bool:

@@ -14,16 +14,17 @@ sets hold (for tests and benchmarks).
 from __future__ import annotations
 
 import logging
+import socket
 import threading
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ._kafka import OffsetReader, new_admin
 from .config import connection_identity
-from .errors import ProtocolVersionError
+from .errors import BrokerUnavailableError, ProtocolVersionError
 from .history import CorruptPolicy, LayoutHistory
 from .layout_log import IDLE_CLOSE_S, LayoutFollower, LayoutLog
 
-__all__ = ["Shared", "acquire", "active_count", "client_count"]
+__all__ = ["Shared", "acquire", "active_count", "client_count", "unreachable"]
 
 log = logging.getLogger("kafka_ordered.layout_log")
 
@@ -129,7 +130,9 @@ def acquire(conn: Mapping[str, Any], topic: str, *, corrupt_policy: CorruptPolic
     :class:`ProtocolVersionError` for a log written by protocol 1 clients
     (the admin passes ``False``: it is how such a log gets upgraded). On
     failure (broker unreachable, unsafe or missing log, old protocol) nothing
-    this call started is left running and the error is raised.
+    this call started is left running and the error is raised; a
+    :class:`BrokerUnavailableError` names ``bootstrap.servers`` and says
+    when a host name does not resolve.
     """
     key = _key(conn, topic, corrupt_policy)
     with _registry_lock:
@@ -138,15 +141,51 @@ def acquire(conn: Mapping[str, Any], topic: str, *, corrupt_policy: CorruptPolic
         if shared is not None:
             shared._refs += 1
         else:
-            shared = _registry[key] = _start(key, conn, topic, corrupt_policy, timeout, create)
+            try:
+                shared = _start(key, conn, topic, corrupt_policy, timeout, create)
+            except BrokerUnavailableError as e:
+                raise unreachable(e, conn) from e
+            _registry[key] = shared
     try:
         if joined:
             shared.follower.sync()  # a new client starts from a view caught up now
         _check_protocol(shared, require_protocol)
+    except BrokerUnavailableError as e:
+        shared.release()
+        raise unreachable(e, conn) from e
     except BaseException:
         shared.release()
         raise
     return shared
+
+
+def _hosts(servers: str) -> List[str]:
+    """The host names of a ``bootstrap.servers`` value (``host:port,...``,
+    optionally ``PROTOCOL://`` and IPv6 ``[addr]:port``)."""
+    out = []
+    for entry in servers.split(","):
+        entry = entry.strip().split("://", 1)[-1]
+        host = entry.rsplit(":", 1)[0] if ":" in entry else entry
+        host = host.strip("[]")
+        if host:
+            out.append(host)
+    return out
+
+
+def unreachable(e: BrokerUnavailableError, conn: Mapping[str, Any]) -> BrokerUnavailableError:
+    """``e`` with the ``bootstrap.servers`` it tried to reach in the message,
+    and which of their host names do not resolve (a DNS look-up each)."""
+    servers = str(conn.get("bootstrap.servers") or "")
+    if not servers or servers in str(e):
+        return e
+    unresolved = []
+    for host in _hosts(servers):
+        try:
+            socket.getaddrinfo(host, None)
+        except (OSError, UnicodeError):
+            unresolved.append(host)
+    why = f"; host {', '.join(unresolved)} does not resolve" if unresolved else ""
+    return BrokerUnavailableError(f"{e} (bootstrap.servers={servers}{why})", code=e.code)
 
 
 def _start(key: _Key, conn: Mapping[str, Any], topic: str, corrupt_policy: CorruptPolicy, timeout: float,

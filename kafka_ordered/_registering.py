@@ -87,6 +87,11 @@ class _Refused(Exception):
         self.error = error
 
 
+def anonymous_id() -> str:
+    """A new id for a producer without ``ordered.producer.id``."""
+    return f"anon-{uuid.uuid4().hex}"
+
+
 class RegisteringCore:
     """Layout following and registration for one producer over a client port.
 
@@ -101,7 +106,11 @@ class RegisteringCore:
     the old layout is enqueued after that.
     """
 
-    def __init__(self, port: ProducerPort, shared: LogResources, opts: Mapping[str, Any]) -> None:
+    def __init__(self, port: ProducerPort, shared: LogResources, opts: Mapping[str, Any], *,
+                 producer_id: Optional[str] = None, routes: Optional[Dict[str, Any]] = None) -> None:
+        """``producer_id``: the id of an anonymous producer made before the
+        core (default: a new ``anon-...``); ``routes``: the (empty) dict an
+        adapter's per-record path already reads."""
         self.port = port
         self.shared = shared
         self.follower = shared.follower
@@ -109,10 +118,10 @@ class RegisteringCore:
         self.switch_timeout = opts["ordered.switch.timeout.ms"] / 1000.0
         self.window_ms: int = opts["ordered.transition.window.ms"]
         stable = opts["ordered.producer.id"]
-        self.producer_id: str = stable or f"anon-{uuid.uuid4().hex}"
+        self.producer_id: str = stable or producer_id or anonymous_id()
         self.stable_id = stable is not None
         self.states: Dict[str, Optional[TopicState]] = {}
-        self.routes: Dict[str, Any] = {}
+        self.routes: Dict[str, Any] = {} if routes is None else routes
         self.seen_version = -1
         self.lock = threading.RLock()
         self._idle = threading.Condition(self.lock)

@@ -13,7 +13,10 @@ never ignored silently.
 
 from __future__ import annotations
 
+import difflib
+import itertools
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Literal, Mapping, Optional, Tuple
 
@@ -36,6 +39,10 @@ __all__ = [
     "librdkafka_logger",
     "truthy",
     "forced",
+    "client_bool",
+    "client_int",
+    "client_config_error",
+    "metrics_client_id",
 ]
 
 #: The layout log's default topic name (``ordered.layout.topic``).
@@ -91,30 +98,39 @@ class _Option:
     parse: Callable[[Any], Any]
     default: Any
     doc: str
+    kind: str  # the accepted values, for people (docs/configuration.md)
 
 
-#: Every ``ordered.*`` key: (parser, default, description).
+#: Every ``ordered.*`` key: (parser, default, description, accepted values).
 OPTIONS: Dict[str, _Option] = {
-    "ordered.layout.topic": _Option(_nonempty_str, DEFAULT_LAYOUT_TOPIC, "the layout log topic"),
+    "ordered.layout.topic": _Option(_nonempty_str, DEFAULT_LAYOUT_TOPIC, "the layout log topic", "string"),
     "ordered.layout.corrupt.policy": _Option(
-        _policy, "skip", "what to do with a layout-log record that does not parse: skip (report) or refuse (raise)"
+        _policy, "skip", "what to do with a layout-log record that does not parse: skip (report) or refuse (raise)",
+        "skip or refuse",
     ),
     "ordered.producer.id": _Option(
-        _nonempty_str, None, "stable producer id (like transactional.id): ordering survives restarts across layout changes"
+        _nonempty_str, None, "stable producer id (like transactional.id): ordering survives restarts across layout "
+        "changes", "string",
     ),
     "ordered.transition.window.ms": _Option(
-        _nonneg_int, 600_000, "an anonymous producer starting within this long after a layout change registers for it"
+        _nonneg_int, 600_000, "an anonymous producer starting within this long after a layout change registers for it",
+        "int >= 0 (ms)",
     ),
-    "ordered.switch.timeout.ms": _Option(_pos_int, 30_000, "how long a layout switch (flush + registration) may take"),
+    "ordered.switch.timeout.ms": _Option(_pos_int, 30_000, "how long a layout switch (flush + registration) may take",
+                                         "int > 0 (ms)"),
     "ordered.commit.interval.ms": _Option(
-        _pos_int, 200, "commit interval for owners of partitions other members' gates wait on (auto-commit mode)"
+        _pos_int, 200, "commit interval for owners of partitions other members' gates wait on (auto-commit mode)",
+        "int > 0 (ms)",
     ),
-    "ordered.gating": _Option(_bool, True, "false disables gating (for testing only: ordering is not guaranteed)"),
-    "ordered.metadata.timeout.ms": _Option(_pos_int, 10_000, "timeout of metadata, offset and layout-log requests"),
+    "ordered.gating": _Option(_bool, True, "false disables gating (for testing only: ordering is not guaranteed)",
+                              "bool (true or false)"),
+    "ordered.metadata.timeout.ms": _Option(_pos_int, 10_000, "timeout of metadata, offset and layout-log requests "
+                                           "(also how long a producer's first send waits for the layout log)",
+                                           "int > 0 (ms)"),
     "ordered.librdkafka.config": _Option(
         _librdkafka_config, None,
         "kafka-python wrappers: librdkafka settings for the internal clients, added to those translated from the "
-        "wrapper's keywords",
+        "wrapper's keywords", "dict of librdkafka settings",
     ),
 }
 
@@ -263,6 +279,95 @@ def connection_identity(config: Mapping[str, Any]) -> Tuple[Tuple[str, str], ...
         if not _is_consumer_only(k) and not _is_producer_only(k) and k not in _APPLICATION_ONLY
         and k not in _PER_CLIENT and not str(k).startswith("ordered.")
     ))
+
+
+def client_bool(conf: Mapping[str, Any], key: str, default: bool) -> bool:
+    """``conf[key]`` (``default`` when absent) read as librdkafka reads a
+    boolean property (``true``/``t``/``1``, ``false``/``f``/``0``, any case;
+    Python bools). For settings the wrapper takes over from the client:
+    anything else raises :class:`ConfigError` with librdkafka's own words."""
+    if key not in conf:
+        return default
+    v = conf[key]
+    if isinstance(v, bool):
+        return v
+    text = str(v).strip().lower()
+    if text in ("true", "t", "1"):
+        return True
+    if text in ("false", "f", "0"):
+        return False
+    raise ConfigError(f'Expected bool value for "{key}": true or false')
+
+
+def client_int(conf: Mapping[str, Any], key: str, default: int) -> int:
+    """``conf[key]`` (``default`` when absent) as a non-negative integer
+    property the wrapper takes over from the client; else :class:`ConfigError`."""
+    if key not in conf:
+        return default
+    v = conf[key]
+    try:
+        if isinstance(v, bool):
+            raise ValueError
+        out = int(v)
+    except (TypeError, ValueError):
+        out = -1
+    if out < 0:
+        raise ConfigError(f'Invalid value for configuration property "{key}": expected an integer >= 0')
+    return out
+
+
+# librdkafka properties users set most (CONFIGURATION.md), for "did you mean"
+# suggestions; the role-specific tables above add the rest.
+_COMMON_CLIENT_KEYS = frozenset({
+    "bootstrap.servers", "metadata.broker.list", "client.id", "security.protocol", "sasl.mechanism",
+    "sasl.mechanisms", "sasl.username", "sasl.password", "sasl.kerberos.service.name",
+    "sasl.kerberos.principal", "sasl.kerberos.keytab", "sasl.oauthbearer.method", "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.secret", "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope",
+    "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
+    "ssl.endpoint.identification.algorithm", "ssl.cipher.suites", "ssl.crl.location", "ssl.keystore.location",
+    "ssl.keystore.password", "socket.timeout.ms", "socket.keepalive.enable", "socket.connection.setup.timeout.ms",
+    "connections.max.idle.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms", "metadata.max.age.ms",
+    "topic.metadata.refresh.interval.ms", "debug", "log_level", "log.connection.close", "api.version.request",
+    "broker.version.fallback", "client.dns.lookup", "group.instance.id", "group.protocol", "group.id",
+    "auto.commit.interval.ms", "enable.auto.commit", "enable.auto.offset.store", "fetch.min.bytes",
+    "fetch.max.bytes", "fetch.wait.max.ms", "queue.buffering.max.messages", "queue.buffering.max.kbytes",
+    "queue.buffering.max.ms", "batch.num.messages", "batch.size", "max.in.flight.requests.per.connection",
+    "max.in.flight", "message.max.bytes", "receive.message.max.bytes", "statistics.interval.ms",
+})
+
+
+def client_config_error(exc: BaseException, config: Mapping[str, Any], component: str) -> Optional[ConfigError]:
+    """The :class:`ConfigError` for a confluent-kafka ``KafkaException`` the
+    client's constructor raised for a bad setting (librdkafka's message; for
+    an unknown property also "did you mean ..." when a known one is close),
+    or ``None`` when ``exc`` is something else."""
+    err: Any = exc.args[0] if exc.args else None
+    text = err.str() if callable(getattr(err, "str", None)) else None
+    if not isinstance(text, str) or not any(w in text for w in ("configuration property", "value for")):
+        return None
+    m = re.search(r'No such configuration property: "([^"]+)"', text)
+    if m is None:
+        return ConfigError(f"{component}: {text}")
+    key = m.group(1)
+    known = _COMMON_CLIENT_KEYS | _CONSUMER_ONLY | _PRODUCER_ONLY | set(OPTIONS)
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return ConfigError(f"{component}: unknown configuration key {key!r} (librdkafka has no such property){hint}")
+
+
+_client_numbers = itertools.count(1)
+
+
+def metrics_client_id(conf: Mapping[str, Any], role: Role, group: Optional[str] = None) -> str:
+    """The ``client_id`` a wrapper reports in its metrics: its ``client.id``
+    when set, else one unique in the process named as Kafka's Java clients
+    name theirs (``producer-1``, ``consumer-GROUP-2``). The client's own
+    config is not changed."""
+    given = conf.get("client.id")
+    if given:
+        return str(given)
+    n = next(_client_numbers)
+    return f"consumer-{group}-{n}" if role == "consumer" and group else f"{role}-{n}"
 
 
 def truthy(v: Any) -> bool:

@@ -21,10 +21,12 @@ from __future__ import annotations
 import functools
 import logging
 import operator
+import threading
 import time
+from dataclasses import replace
 from itertools import compress
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
@@ -32,10 +34,20 @@ from . import _log
 from ._fastpath import fast_fetch, fast_produce, method
 from ._gating import GatingCore, GatingOptions
 from ._ports import TP, Stamp
-from ._registering import RegisteringCore, RegistrationRecord
-from .config import CONSUMER_OPTIONS, PRODUCER_OPTIONS, client_config, forced, split_config, truthy
+from ._registering import RegisteringCore, RegistrationRecord, anonymous_id
+from .config import (
+    CONSUMER_OPTIONS,
+    PRODUCER_OPTIONS,
+    client_bool,
+    client_config,
+    client_config_error,
+    client_int,
+    forced,
+    metrics_client_id,
+    split_config,
+)
 
-from .errors import ConfigError, PartitionOverrideError, translate
+from .errors import ConfigError, KafkaOrderedError, PartitionOverrideError, translate
 from .gates import GateStatus, ResetPolicy, reset_policy
 from .history import LayoutHistory
 from .layout import _as_bytes
@@ -50,6 +62,7 @@ log = logging.getLogger("kafka_ordered.consumer")
 #: Logical offsets of ``assign`` that name a start regardless of commits.
 _LOGICAL_STARTS: Dict[int, ResetPolicy] = {OFFSET_BEGINNING: "earliest", OFFSET_END: "latest"}
 plog = logging.getLogger("kafka_ordered.producer")
+_C = TypeVar("_C")
 
 
 def _shared(opts: Mapping[str, Any], conf: Mapping[str, Any]) -> _log.Shared:
@@ -59,6 +72,18 @@ def _shared(opts: Mapping[str, Any], conf: Mapping[str, Any]) -> _log.Shared:
         corrupt_policy=opts["ordered.layout.corrupt.policy"],
         timeout=opts["ordered.metadata.timeout.ms"] / 1000.0,
     )
+
+
+def _new_client(cls: Callable[[Dict[str, Any]], _C], conf: Dict[str, Any], component: str) -> _C:
+    """``cls(conf)``; a setting librdkafka refuses is a :class:`ConfigError`
+    with librdkafka's words (and "did you mean" for a misspelt key)."""
+    try:
+        return cls(conf)
+    except KafkaException as e:
+        err = client_config_error(e, conf, component)
+        if err is None:
+            raise
+        raise err from e
 
 
 # -- producer -------------------------------------------------------------------
@@ -119,6 +144,13 @@ class OrderedProducer:
     values raise :class:`ConfigError`); every other key reaches the inner
     client and the internal layout-log clients unchanged.
 
+    Like the client, construction needs no broker: the first operation that
+    needs the layouts (the first ``produce``, ``history``,
+    ``begin_transaction``) reads the layout log, waiting at most
+    ``ordered.metadata.timeout.ms``, and raises :class:`BrokerUnavailableError`
+    naming ``bootstrap.servers`` when it cannot (nothing is sent or kept; the
+    next call tries again). No record is sent before the layouts are known.
+
     Keyed records to a managed topic are partitioned by its current layout.
     At the first keyed send and at every layout change the producer flushes,
     registers in the layout log and sends under the new layout at once; its
@@ -141,18 +173,42 @@ class OrderedProducer:
         forced(conf, "acks", "all", ("all", -1, "-1"))
         forced(conf, "enable.idempotence", True, (True, "true"))
         conf = client_config(conf, "producer")
-        # The client first: it rejects bad settings with its own error before
-        # anything is started.
-        self._producer = Producer(conf)
-        shared = _shared(opts, conf)
+        # The client first: it rejects bad settings before anything is started.
+        self._producer = _new_client(Producer, conf, "OrderedProducer")
         self._port = _ProducerPort(self._producer)
-        self._shared = shared
-        self._core = RegisteringCore(self._port, shared, opts)
-        self._core.transactional = bool(conf.get("transactional.id"))
+        self._opts, self._conf = opts, conf
+        self._producer_id = opts["ordered.producer.id"] or anonymous_id()
+        self._client_id = metrics_client_id(conf, "producer")
+        # Like the client, construction needs no broker: the layout log is
+        # read by the first operation that needs it (the _core property).
+        self._shared: Optional[_log.Shared] = None
+        self._core_: Optional[RegisteringCore] = None
+        self._start_lock = threading.Lock()
         self._raw_produce = self._producer.produce
         self._closed = False
-        # The per-record path (see produce()).
-        self._fast_produce = fast_produce(self._raw_produce, self._produce, self._core.routes)
+        # The per-record path (see produce()); the core fills the routes.
+        self._routes: Dict[str, Any] = {}
+        self._fast_produce = fast_produce(self._raw_produce, self._produce, self._routes)
+
+    @property
+    def _core(self) -> RegisteringCore:
+        """The registering core, started (layout log read) on first use.
+        Raises :class:`BrokerUnavailableError` naming ``bootstrap.servers``
+        when the log cannot be read within ``ordered.metadata.timeout.ms``
+        (the next operation tries again), and what :func:`_log.acquire` raises."""
+        core = self._core_
+        if core is not None:
+            return core
+        with self._start_lock:
+            if self._core_ is None:
+                if self._closed:
+                    raise KafkaOrderedError("the producer is closed")
+                shared = _shared(self._opts, self._conf)
+                core = RegisteringCore(self._port, shared, self._opts, producer_id=self._producer_id,
+                                       routes=self._routes)
+                core.transactional = bool(self._conf.get("transactional.id"))
+                self._shared, self._core_ = shared, core
+            return self._core_
 
     @property
     def producer(self) -> Producer:
@@ -162,26 +218,38 @@ class OrderedProducer:
     @property
     def producer_id(self) -> str:
         """This producer's id in registrations (the stable id, or ``anon-...``)."""
-        return self._core.producer_id
+        return self._producer_id
 
     def ordered_metrics(self) -> ProducerMetrics:
         """A snapshot of this producer's layout switches, buffered records and
-        layout-log view (see :class:`kafka_ordered.metrics.ProducerMetrics`)."""
-        return self._core.metrics()
+        layout-log view (see :class:`kafka_ordered.metrics.ProducerMetrics`;
+        before the first send nothing is started and the snapshot is empty)."""
+        core = self._core_
+        if core is None:
+            return ProducerMetrics(self._producer_id, {}, 0, None, None, client_id=self.client_id)
+        return replace(core.metrics(), client_id=self.client_id)
+
+    @property
+    def client_id(self) -> str:
+        """The ``client_id`` label of this producer's metrics (see
+        :func:`kafka_ordered.config.metrics_client_id`)."""
+        return self._client_id
 
     @property
     def stable_id(self) -> bool:
         """Whether this producer has a stable ``ordered.producer.id``."""
-        return self._core.stable_id
+        return self._opts["ordered.producer.id"] is not None
 
     @property
     def registrations(self) -> List[RegistrationRecord]:
         """What each registration of this producer did, oldest first."""
-        return self._core.registrations
+        core = self._core_
+        return [] if core is None else core.registrations
 
     @property
     def history(self) -> LayoutHistory:
-        """The layout history this producer follows."""
+        """The layout history this producer follows (reads the layout log
+        first if no send did yet)."""
         return self._core.history
 
     # -- sending
@@ -246,11 +314,14 @@ class OrderedProducer:
     def flush(self, timeout: float = -1) -> int:
         """Complete pending layout switches, then flush; returns the number of
         records still queued or buffered."""
+        core = self._core_
+        if core is None:  # nothing was sent through the core yet
+            return self._producer.flush(timeout)
         t = None if timeout is None or timeout < 0 else timeout
         began = time.monotonic()
-        self._core.finish_switches(t)
+        core.finish_switches(t)
         left = -1 if t is None else max(0.0, t - (time.monotonic() - began))
-        return self._producer.flush(left) + self._core.buffered_count()
+        return self._producer.flush(left) + core.buffered_count()
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
         """``Producer.purge``. Records buffered behind a layout switch are not
@@ -258,7 +329,8 @@ class OrderedProducer:
         self._producer.purge(in_queue=in_queue, in_flight=in_flight, blocking=blocking)
 
     def __len__(self) -> int:
-        return len(self._producer) + self._core.buffered_count()
+        core = self._core_
+        return len(self._producer) + (0 if core is None else core.buffered_count())
 
     # -- transactions (the registration's flush happens inside the transaction)
 
@@ -269,9 +341,10 @@ class OrderedProducer:
     def begin_transaction(self) -> None:
         """``Producer.begin_transaction``, unchanged. A layout switch inside the
         transaction flushes and registers within it; its records belong to the
-        transaction."""
+        transaction. (Reads the layout log first if no send did yet.)"""
+        core = self._core
         self._producer.begin_transaction()
-        self._core.begin_transaction()
+        core.begin_transaction()
 
     def send_offsets_to_transaction(self, positions: List[TopicPartition], group_metadata: Any,
                                     timeout: float = -1) -> None:
@@ -284,16 +357,20 @@ class OrderedProducer:
         """Complete pending layout switches (their records belong to this
         transaction), then ``Producer.commit_transaction``. Stamped records of
         the transaction count as acknowledged once it committed."""
-        self._core.finish_switches(None if timeout is None or timeout < 0 else timeout)
+        core = self._core_
+        if core is not None:
+            core.finish_switches(None if timeout is None or timeout < 0 else timeout)
         self._producer.commit_transaction(timeout)
-        self._core.end_transaction(committed=True)
+        if core is not None:
+            core.end_transaction(committed=True)
 
     def abort_transaction(self, timeout: float = -1) -> None:
         """``Producer.abort_transaction``: the transaction's records, including
         those sent after a layout switch inside it, are aborted as with the plain
         client; partitions whose stamped records it aborted keep being stamped."""
         self._producer.abort_transaction(timeout)
-        self._core.end_transaction(committed=False)
+        if self._core_ is not None:
+            self._core_.end_transaction(committed=False)
 
     # -- plain delegations (cannot affect order)
 
@@ -314,14 +391,17 @@ class OrderedProducer:
     def close(self, timeout: float = 30.0) -> int:
         """Flush (completing switches) and release the layout-log resources;
         returns the records that could not be delivered in time."""
-        if self._closed:
-            return 0
-        self._closed = True
+        with self._start_lock:  # no core is started after this
+            if self._closed:
+                return 0
+            self._closed = True
         try:
             return self.flush(timeout)
         finally:
-            self._core.close()
-            self._shared.release()
+            core, shared = self._core_, self._shared
+            if core is not None and shared is not None:
+                core.close()
+                shared.release()
 
     def __enter__(self) -> "OrderedProducer":
         return self
@@ -400,14 +480,18 @@ class OrderedConsumer:
         opts, conf = split_config(config, CONSUMER_OPTIONS, "OrderedConsumer")
         if not conf.get("group.id"):
             raise ConfigError("OrderedConsumer needs group.id: gates are evaluated per consumer group")
-        auto_commit = truthy(conf.pop("enable.auto.commit", True))
-        interval = int(conf.pop("auto.commit.interval.ms", 5000)) / 1000.0
-        conf.pop("enable.auto.offset.store", None)
+        # The wrapper owns commits and the offset store: it reads these
+        # settings as the client would, and refuses what the client would.
+        auto_commit = client_bool(conf, "enable.auto.commit", True)
+        interval = client_int(conf, "auto.commit.interval.ms", 5000) / 1000.0
+        client_bool(conf, "enable.auto.offset.store", True)
+        for key in ("enable.auto.commit", "auto.commit.interval.ms", "enable.auto.offset.store"):
+            conf.pop(key, None)
         conf["enable.auto.commit"] = False
         conf["enable.auto.offset.store"] = False
         conf = client_config(conf, "consumer")
         self._cooperative = "cooperative" in str(conf.get("partition.assignment.strategy", ""))
-        consumer = Consumer(conf)  # rejects bad settings with its own error
+        consumer = _new_client(Consumer, conf, "OrderedConsumer")
         try:
             shared = _shared(opts, conf)
         except BaseException:
@@ -425,6 +509,7 @@ class OrderedConsumer:
         self._fast_consume = fast_fetch(consumer.consume, self._consume_method, self._consume_fetched,
                                         self._core.idle, calm)
         self._group_id = str(conf["group.id"])
+        self._client_id = metrics_client_id(conf, "consumer", self._group_id)
         self._user_cbs: Dict[str, Optional[Callable[..., None]]] = {}
         self._closed = False
 
@@ -446,7 +531,7 @@ class OrderedConsumer:
     def ordered_metrics(self) -> ConsumerMetrics:
         """A snapshot of this member's gates, held records, gate waits and
         layout-log view (see :class:`kafka_ordered.metrics.ConsumerMetrics`)."""
-        return self._core.metrics(self._group_id)
+        return self._core.metrics(self._group_id, self._client_id)
 
     def gate_status(self) -> List[GateStatus]:
         """Every partition with a closed gate: first held offset, the sources

@@ -41,6 +41,7 @@ __all__ = [
     "ProtocolVersionError",
     "StaleLayoutViewError",
     "ConcurrentLayoutChangeError",
+    "TopicInUseError",
     "HashDetectionError",
     "RegistrationError",
     "SwitchTimeoutError",
@@ -188,6 +189,11 @@ class HashDetectionError(KafkaOrderedError, ValueError):
 class ConcurrentLayoutChangeError(KafkaOrderedError):
     """Another admin appended a layout with the same epoch first; this change
     was not applied. Re-read the layout and retry if still wanted."""
+
+
+class TopicInUseError(KafkaOrderedError):
+    """``unmanage`` was refused: producers or consumer groups still depend on
+    the topic's layout; the message says which and what to do first."""
 
 
 class RegistrationError(KafkaOrderedError):

@@ -183,6 +183,9 @@ class LayoutHistory:
         layout = rec.layout
         change = LayoutChange(layout, rec.op, rec.admin_id, offset, ts)
         cur = self._current.get(layout.topic)
+        if rec.op == "unmanage":
+            self._unmanage(layout, cur, change)
+            return
         if cur is None:
             if layout.epoch != 1 or rec.op not in ("create", "adopt"):
                 raise BadRecord(f"first layout of {layout.topic} must be epoch 1 from create/adopt, "
@@ -199,6 +202,26 @@ class LayoutHistory:
                 raise BadRecord(f"layout of {layout.topic} removes physical partitions")
         self._current = {**self._current, layout.topic: layout}
         self._changes.setdefault(layout.topic, []).append(change)
+
+    def _unmanage(self, layout: Layout, cur: Optional[Layout], change: LayoutChange) -> None:
+        """An ``unmanage`` record names the layout it ends (its current one):
+        the topic, its layouts, registrations and gates leave the history (a
+        later create/adopt starts again at epoch 1). One naming an older
+        epoch lost a race with a layout change and is superseded."""
+        topic = layout.topic
+        if cur is None:
+            raise BadRecord(f"unmanage of {topic}, which is not managed")
+        if layout.epoch != cur.epoch:
+            if layout.epoch < cur.epoch:
+                self.superseded.append(change)
+                return
+            raise BadRecord(f"unmanage of {topic} names epoch {layout.epoch}, current is {cur.epoch}")
+        self._current = {t: lay for t, lay in self._current.items() if t != topic}
+        self._changes.pop(topic, None)
+        self._registrations.pop(topic, None)
+        self._gates_on = {k: v for k, v in self._gates_on.items() if k[0] != topic}
+        self._gates_from = {k: v for k, v in self._gates_from.items() if k[0] != topic}
+        self._last_by_producer = {k: v for k, v in self._last_by_producer.items() if k[0] != topic}
 
     def _apply_registration(self, offset: int, rec: RegistrationRecord, ts: int) -> None:
         topic = rec.topic

@@ -46,7 +46,10 @@ class GateMetrics:
 
     ``start``: first held offset; ``held``: whether the partition is stopped
     at it now; ``held_since``: wall-clock time the hold began (``None`` when
-    not held); ``waiting_on``: source partition -> ``(wait, processed)``.
+    not held); ``waiting_on``: source partition -> ``(wait, processed)``;
+    ``held_records``: records at or past ``start`` waiting behind the gate
+    (log end - start, as ``kafka-ordered describe`` counts them; ``None``
+    when the end offset could not be read).
     """
 
     topic: str
@@ -56,6 +59,13 @@ class GateMetrics:
     held_since: Optional[float]
     held_s: float
     waiting_on: Mapping[int, Tuple[int, int]]
+    held_records: Optional[int] = None
+
+    @property
+    def source_lag(self) -> Mapping[int, int]:
+        """Per source partition: records the group must still process there
+        before this gate opens (``wait - processed``)."""
+        return {q: max(0, w - p) for q, (w, p) in self.waiting_on.items()}
 
 
 @dataclass(frozen=True)
@@ -74,8 +84,13 @@ class ConsumerMetrics:
     """A gating consumer's state.
 
     ``records_held_back``: records fetched and held back at gates so far
-    (they are fetched again when the gate opens); ``last_gate_wait_s``: the
-    duration of the most recent completed wait.
+    (they are fetched again when the gate opens; a counter of fetches, not
+    what waits now: that is each gate's ``held_records``);
+    ``last_gate_wait_s``: the duration of the most recent completed wait;
+    ``client_id``: the client's ``client.id`` (or a generated one, see
+    :func:`kafka_ordered.config.metrics_client_id`); ``records_lag``: per
+    owned partition with a known position, log end - position (Kafka's
+    ``records-lag``; ``None`` when the end offsets could not be read).
     """
 
     group_id: str
@@ -87,6 +102,14 @@ class ConsumerMetrics:
     gate_waits: WaitHistogram
     layout_epochs: Mapping[str, int]
     layout_view: LayoutViewMetrics
+    client_id: str = ""
+    records_lag: Optional[Mapping[Tuple[str, int], int]] = None
+
+    @property
+    def records_lag_max(self) -> Optional[int]:
+        """The largest per-partition lag (Kafka's ``records-lag-max``, over
+        the partitions owned now); ``None`` when unknown or none owned."""
+        return max(self.records_lag.values()) if self.records_lag else None
 
 
 @dataclass(frozen=True)
@@ -95,7 +118,8 @@ class ProducerMetrics:
 
     ``switches``: layout switches done; ``last_switch_pause_s`` /
     ``max_switch_pause_s``: how long sends were held back by the last /
-    longest one; ``records_buffered``: records waiting behind a switch now.
+    longest one; ``records_buffered``: records waiting behind a switch now;
+    ``client_id``: the client's ``client.id``.
     """
 
     producer_id: str
@@ -106,3 +130,4 @@ class ProducerMetrics:
     switch_pauses_s: Tuple[float, ...] = field(default=())
     records_buffered: int = 0
     layout_view: Optional[LayoutViewMetrics] = None
+    client_id: str = ""

@@ -9,21 +9,38 @@
     start_http_server(8000)
 
 The collector reads each client's ``ordered_metrics()`` at scrape time, so it
-costs nothing between scrapes. Metric names follow Prometheus conventions:
+costs nothing between scrapes (a consumer's snapshot reads the end offsets of
+the partitions it owns: one request per scrape). Metric names follow
+Prometheus conventions; every series carries ``client_id`` (the client's
+``client.id``, or one generated per client as Kafka's Java clients do), so
+two clients of one group in a process give two series:
 
-=========================================  =========  ==============================================
-metric                                     type       labels
-=========================================  =========  ==============================================
-``kafka_ordered_gates_closed``             gauge      ``group``, ``topic``, ``partition``
-``kafka_ordered_gate_held_seconds``        gauge      ``group``, ``topic``, ``partition``
-``kafka_ordered_gate_wait_seconds``        histogram  ``group``
-``kafka_ordered_records_held_back``        counter    ``group``
-``kafka_ordered_layout_epoch``             gauge      ``client``, ``topic``
-``kafka_ordered_switch_pause_seconds``     summary    ``producer``
-``kafka_ordered_records_buffered``         gauge      ``producer``
-``kafka_ordered_layout_view_lag``          gauge      ``client`` (records)
-``kafka_ordered_layout_view_age_seconds``  gauge      ``client``
-=========================================  =========  ==============================================
+================================================  =========  =====================================================
+metric                                            type       labels
+================================================  =========  =====================================================
+``kafka_ordered_gates_closed``                    gauge      ``client_id``, ``group``, ``topic``, ``partition``
+``kafka_ordered_gate_held_seconds``               gauge      ``client_id``, ``group``, ``topic``, ``partition``
+``kafka_ordered_records_held_back``               gauge      ``client_id``, ``group``, ``topic``, ``partition``
+``kafka_ordered_gate_source_records_lag``         gauge      ``client_id``, ``group``, ``topic``, ``partition``,
+                                                             ``source_partition``
+``kafka_ordered_gate_source_records_lag_max``     gauge      ``client_id``, ``group``
+``kafka_ordered_records_lag``                     gauge      ``client_id``, ``group``, ``topic``, ``partition``
+``kafka_ordered_records_lag_max``                 gauge      ``client_id``, ``group``
+``kafka_ordered_gate_wait_seconds``               histogram  ``client_id``, ``group``
+``kafka_ordered_switch_pause_seconds``            summary    ``client_id``, ``producer``
+``kafka_ordered_records_buffered``                gauge      ``client_id``, ``producer``
+``kafka_ordered_layout_epoch``                    gauge      ``client_id``, ``topic``
+``kafka_ordered_layout_view_lag``                 gauge      ``client_id`` (records)
+``kafka_ordered_layout_view_age_seconds``         gauge      ``client_id``
+================================================  =========  =====================================================
+
+``records_held_back``: records at or past a closed gate's start, waiting
+behind it (what ``kafka-ordered describe --group`` shows as "holding N
+record(s)"). ``gate_source_records_lag``: per source partition of a closed
+gate, records the group must still process there before the gate opens
+(wait offset - processed offset). ``records_lag`` / ``records_lag_max``:
+Kafka's consumer ``records-lag`` / ``records-lag-max``, log end - position
+of each owned partition and their maximum.
 """
 
 from __future__ import annotations
@@ -33,7 +50,6 @@ from typing import Any, Iterator, List, Optional
 try:
     from prometheus_client import REGISTRY
     from prometheus_client.core import (
-        CounterMetricFamily,
         GaugeMetricFamily,
         HistogramMetricFamily,
         Metric,
@@ -74,46 +90,67 @@ class OrderedCollector(Collector):
         consumers = [s for s in snaps if isinstance(s, ConsumerMetrics)]
         producers = [s for s in snaps if isinstance(s, ProducerMetrics)]
 
+        per_partition = ["client_id", "group", "topic", "partition"]
         closed = GaugeMetricFamily("kafka_ordered_gates_closed", "Closed gates on a partition this member owns",
-                                   labels=["group", "topic", "partition"])
+                                   labels=per_partition)
         held = GaugeMetricFamily("kafka_ordered_gate_held_seconds",
-                                 "How long the partition has been held at its gate", labels=["group", "topic", "partition"])
-        waits = HistogramMetricFamily("kafka_ordered_gate_wait", "Completed gate waits", labels=["group"],
+                                 "How long the partition has been held at its gate", labels=per_partition)
+        held_back = GaugeMetricFamily("kafka_ordered_records_held_back",
+                                      "Records at or past a closed gate's start, waiting behind it",
+                                      labels=per_partition)
+        source_lag = GaugeMetricFamily("kafka_ordered_gate_source_records_lag",
+                                       "Records the group must still process on a source partition before the "
+                                       "gate opens (wait - processed)", labels=per_partition + ["source_partition"])
+        source_lag_max = GaugeMetricFamily("kafka_ordered_gate_source_records_lag_max",
+                                           "The largest gate source lag of this member", labels=["client_id", "group"])
+        lag = GaugeMetricFamily("kafka_ordered_records_lag", "Log end - position of an owned partition "
+                                "(Kafka's records-lag)", labels=per_partition)
+        lag_max = GaugeMetricFamily("kafka_ordered_records_lag_max", "The largest records_lag of this member "
+                                    "(Kafka's records-lag-max)", labels=["client_id", "group"])
+        waits = HistogramMetricFamily("kafka_ordered_gate_wait", "Completed gate waits", labels=["client_id", "group"],
                                       unit="seconds")
-        held_back = CounterMetricFamily("kafka_ordered_records_held_back",
-                                        "Records fetched and held back at gates (fetched again when they open)",
-                                        labels=["group"])
         for m in consumers:
+            member = [m.client_id, m.group_id]
+            source_lags = []
             for g in m.closed_gates:
-                labels = [m.group_id, g.topic, str(g.partition)]
+                labels = member + [g.topic, str(g.partition)]
                 closed.add_metric(labels, 1)
                 held.add_metric(labels, g.held_s)
+                if g.held_records is not None:
+                    held_back.add_metric(labels, g.held_records)
+                for q, n in sorted(g.source_lag.items()):
+                    source_lag.add_metric(labels + [str(q)], n)
+                    source_lags.append(n)
+            if source_lags:
+                source_lag_max.add_metric(member, max(source_lags))
+            for (topic, partition), n in sorted((m.records_lag or {}).items()):
+                lag.add_metric(member + [topic, str(partition)], n)
+            if m.records_lag_max is not None:
+                lag_max.add_metric(member, m.records_lag_max)
             h = m.gate_waits
             buckets = [(str(b), c) for b, c in zip(h.buckets, h.counts)] + [("+Inf", h.counts[-1])]
-            waits.add_metric([m.group_id], buckets, h.sum_s)
-            held_back.add_metric([m.group_id], m.records_held_back)
-        yield from (closed, held, waits, held_back)
+            waits.add_metric(member, buckets, h.sum_s)
+        yield from (closed, held, held_back, source_lag, source_lag_max, lag, lag_max, waits)
 
         pauses = SummaryMetricFamily("kafka_ordered_switch_pause", "Producer layout switch pauses",
-                                     labels=["producer"], unit="seconds")
+                                     labels=["client_id", "producer"], unit="seconds")
         buffered = GaugeMetricFamily("kafka_ordered_records_buffered", "Records waiting behind a layout switch",
-                                     labels=["producer"])
+                                     labels=["client_id", "producer"])
         for p in producers:
-            pauses.add_metric([p.producer_id], p.switches, sum(p.switch_pauses_s))
-            buffered.add_metric([p.producer_id], p.records_buffered)
+            pauses.add_metric([p.client_id, p.producer_id], p.switches, sum(p.switch_pauses_s))
+            buffered.add_metric([p.client_id, p.producer_id], p.records_buffered)
         yield from (pauses, buffered)
 
-        epoch = GaugeMetricFamily("kafka_ordered_layout_epoch", "Layout epoch in use", labels=["client", "topic"])
-        lag = GaugeMetricFamily("kafka_ordered_layout_view_lag", "Layout-log records not yet in the view",
-                                labels=["client"])
+        epoch = GaugeMetricFamily("kafka_ordered_layout_epoch", "Layout epoch in use", labels=["client_id", "topic"])
+        view_lag = GaugeMetricFamily("kafka_ordered_layout_view_lag", "Layout-log records not yet in the view",
+                                     labels=["client_id"])
         age = GaugeMetricFamily("kafka_ordered_layout_view_age_seconds",
-                                "Seconds since the layout view last caught up", labels=["client"])
+                                "Seconds since the layout view last caught up", labels=["client_id"])
         for s in snaps:
-            name = s.group_id if isinstance(s, ConsumerMetrics) else s.producer_id
             for topic, e in sorted(s.layout_epochs.items()):
-                epoch.add_metric([name, topic], e)
+                epoch.add_metric([s.client_id, topic], e)
             view: Optional[LayoutViewMetrics] = s.layout_view
             if view is not None:
-                lag.add_metric([name], view.lag)
-                age.add_metric([name], view.age_s)
-        yield from (epoch, lag, age)
+                view_lag.add_metric([s.client_id], view.lag)
+                age.add_metric([s.client_id], view.age_s)
+        yield from (epoch, view_lag, age)

@@ -56,8 +56,8 @@ PROTOCOL_KEY = b"kafka-ordered.protocol"
 #: What a malformed layout-log record does: ``skip`` (reported with its offset) or ``refuse`` (raise).
 CorruptPolicy = Literal["skip", "refuse"]
 #: The operation that wrote a layout record.
-LayoutOp = Literal["create", "adopt", "expand", "shrink", "retire"]
-_OPS = ("create", "adopt", "expand", "shrink", "retire")
+LayoutOp = Literal["create", "adopt", "expand", "shrink", "retire", "unmanage"]
+_OPS = ("create", "adopt", "expand", "shrink", "retire", "unmanage")
 
 
 @dataclass(frozen=True)

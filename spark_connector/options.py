@@ -30,6 +30,7 @@ __all__ = [
     "SHARED_ORDERED_OPTIONS",
     "ORDERED_OPTIONS",
     "REQUIRE_MANAGED",
+    "SPARK_ONLY_OPTIONS",
     "DEFAULT_GROUP_ID_PREFIX",
     "STREAM_ONLY_REFUSED",
 ]
@@ -78,8 +79,16 @@ SHARED_ORDERED_OPTIONS: Tuple[str, ...] = (
 #: order like Spark's built-in source.
 REQUIRE_MANAGED = "ordered.require.managed"
 
+#: The Spark-only ``ordered.*`` keys: key -> (accepted values, default, meaning)
+#: (docs/configuration.md is generated from this and :data:`kafka_ordered.config.OPTIONS`).
+SPARK_ONLY_OPTIONS: Dict[str, Tuple[str, Any, str]] = {
+    REQUIRE_MANAGED: ("bool (true or false)", True,
+                      "every topic read through subscribe/subscribePattern must be managed; false reads unmanaged "
+                      "topics too, in offset order like Spark's built-in source"),
+}
+
 #: Every ``ordered.*`` key the source accepts.
-ORDERED_OPTIONS: Tuple[str, ...] = SHARED_ORDERED_OPTIONS + (REQUIRE_MANAGED,)
+ORDERED_OPTIONS: Tuple[str, ...] = SHARED_ORDERED_OPTIONS + tuple(SPARK_ONLY_OPTIONS)
 
 _BOOL = {"true": True, "false": False}
 

@@ -31,6 +31,7 @@ from ..errors import (
     KafkaOrderedError,
     ProtocolVersionError,
     TopicAlreadyManagedError,
+    TopicInUseError,
     TopicNotManagedError,
     UnknownTopicError,
     UnsupportedBrokerApiError,
@@ -463,6 +464,62 @@ class LayoutAdmin:
         new = self._append(cur.retired(retired), "retire")
         return RetireResult(new, frozenset(retired), still, deleted)
 
+    def unmanage(self, topic: str, groups: _args.GroupIds = (), *,
+                 producers_idle_s: float = 600.0) -> Layout:
+        """Take ``topic`` out of management: a layout-log record ends its
+        layouts, registrations and gates (clients that start later treat it
+        as a plain topic; a later create/adopt starts again at epoch 1).
+        Returns the layout it ended.
+
+        Refused with :class:`TopicInUseError`, saying why, while anything
+        depends on the layout: partitions still draining; gates (from layout
+        changes) while no consumer group is named, or any named group (one id
+        or several, as for :meth:`retire`) that has not processed every
+        gate's waits; a producer registration younger than
+        ``producers_idle_s`` (a running ordered producer keeps partitioning by
+        the layout; one started afterwards uses its client's partitioner).
+        Groups not named are not gated afterwards."""
+        wanted = _args.group_ids(groups)
+        cur = self.layout(topic)
+        why: List[str] = []
+        if cur.draining:
+            why.append(f"partition(s) {', '.join(map(str, sorted(cur.draining)))} still draining: groups may "
+                       f"wait at gates on them; retire them first (kafka-ordered retire {topic} -g GROUP)")
+        regs = self.history.registrations(topic)
+        gates = [g for r in regs for g in r.gates]
+        if gates and not wanted:
+            why.append(f"{len(gates)} gate(s) from layout changes: name the consumer groups that read {topic} "
+                       "(-g GROUP) so that none is left waiting at one")
+        elif gates:
+            sources = sorted({q for g in gates for q in g.wait})
+            tps = [(topic, q) for q in sources]
+            starts = self._offsets.start_offsets(tps)
+            for group in wanted:
+                committed = self.committed(group, tps)
+                waiting = sorted({g.partition for g in gates for q, w in g.wait.items()
+                                  if max(committed.get((topic, q), -1), starts.get((topic, q), 0)) < w})
+                if waiting:
+                    why.append(f"group {group} has not passed the gate(s) on partition(s) "
+                               f"{', '.join(map(str, waiting))} yet")
+        now_ms = time.time() * 1000
+        recent = sorted({r.producer_id for r in regs if now_ms - r.timestamp_ms < producers_idle_s * 1000})
+        if recent:
+            why.append(f"producer(s) {', '.join(recent[:5])}{' ...' if len(recent) > 5 else ''} registered for "
+                       f"it less than {producers_idle_s:g} s ago: stop the topic's ordered producers first")
+        if why:
+            raise TopicInUseError(f"cannot unmanage {topic}: " + "; ".join(why))
+        self._ensure_protocol()
+        self._shared.writer.append(*encode_layout(cur, "unmanage", self.admin_id))
+        history = self._follower.sync()
+        now = history.current(topic)
+        if now is not None:
+            raise ConcurrentLayoutChangeError(
+                f"another admin changed {topic} first (it is at epoch {now.epoch}); it is still managed. "
+                "Check its layout and retry if still wanted."
+            )
+        self._follower.write_snapshot(self._shared.writer)
+        return cur
+
     # -- replicas and leaders
 
     def plan_heal(
@@ -693,11 +750,12 @@ class LayoutAdmin:
         are needed and the broker lacks CreatePartitions."""
         total, physical = xp.target.physical_partitions, xp.physical_partitions
         return UnsupportedBrokerApiError(
-            f"cannot expand {xp.topic} to {total} physical partitions: the broker does not support "
-            f"the CreatePartitions API. Nothing was changed. The topic has {physical} physical partitions with "
+            f"cannot expand {xp.topic} to {xp.target.partitions} partitions: that needs {total} physical "
+            f"partitions, the topic has {physical} and the broker does not support the CreatePartitions API to "
+            f"add more. Nothing was changed. Of the {physical}, {xp.current.partitions} are in use, "
             f"{len(xp.spares)} spare ({', '.join(map(str, sorted(xp.spares))) or 'none'})"
             + (f" and {len(xp.current.draining)} draining" if xp.current.draining else "")
-            + f"; expand needs no broker support up to {physical} undeleted partitions. For more, pre-provision "
+            + f"; expand needs no broker support up to {physical} partitions. For more, pre-provision "
             f"spare partitions: create the topic with physical_partitions >= {total} "
             "(`kafka-ordered create TOPIC --partitions N --physical M`).",
             api="CreatePartitions",

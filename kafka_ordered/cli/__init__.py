@@ -18,6 +18,7 @@ import signal
 import sys
 import textwrap
 import time
+import uuid
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
@@ -319,11 +320,141 @@ def cmd_retire(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_unmanage(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        lay = admin.unmanage(args.topic, args.group or (), producers_idle_s=args.producers_idle)
+        data = {"topic": args.topic, "layout_topic": admin.layout_topic, "last_layout": lay.to_dict()}
+    _emit(args, data, lambda: f"{args.topic} is no longer managed (its last layout: "
+                              f"{_render.layout_line(lay.to_dict())})")
+    return EXIT_OK
+
+
 def cmd_describe(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         desc = admin.describe(args.topic, group=args.group)
     data = desc.to_dict()
     _emit(args, data, lambda: _render.description_text(data, args.group))
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        layouts = [admin.layout(t).to_dict() for t in sorted(admin.topics())]
+        data = {"layout_topic": admin.layout_topic, "topics": layouts}
+    _emit(args, data, lambda: _render.topics_text(data))
+    return EXIT_OK
+
+
+def _client_config(args: argparse.Namespace) -> Dict[str, Any]:
+    args.resolved_config = _config(args)
+    return dict(args.resolved_config)
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    from ..confluent import OrderedProducer
+
+    sep = args.key_separator
+    if sep == "":
+        raise ConfigError("-K needs a non-empty key separator")
+    failed: List[str] = []
+    produced = 0
+
+    def delivered(err: Any, msg: Any) -> None:
+        nonlocal produced
+        if err is None:
+            produced += 1
+        else:
+            failed.append(err.str() if hasattr(err, "str") else str(err))
+
+    bad_line: Optional[int] = None
+    read = 0
+    with OrderedProducer(_client_config(args)) as producer:
+        for number, line in enumerate(sys.stdin, 1):
+            line = line[:-1] if line.endswith("\n") else line
+            if sep is None:
+                key, value = None, line
+            elif sep in line:
+                key, value = line.split(sep, 1)
+            else:
+                bad_line = number  # like kafka-console-producer: stop, nothing of this line is sent
+                break
+            while True:
+                try:
+                    producer.produce(args.topic, value=value.encode("utf-8"),
+                                     key=None if key is None else key.encode("utf-8"), on_delivery=delivered)
+                    break
+                except BufferError:  # the client's queue is full: serve deliveries, then again
+                    producer.poll(0.1)
+            read += 1
+            producer.poll(0)
+        left = producer.flush(args.timeout)
+    data = {"topic": args.topic, "produced": produced, "failed": len(failed) + left}
+    if args.json:
+        _emit(args, data, str)
+    else:  # stdout stays empty, as kafka-console-producer's
+        _render.note(f"produced {produced} record(s) to {args.topic}")
+    if bad_line is not None:
+        _render.error(f"line {bad_line} has no key separator {sep!r}; the {read} line(s) before it were sent, "
+                      "nothing after it")
+        return EXIT_FAILED
+    if failed or left:
+        why = f" (first error: {failed[0]})" if failed else ""
+        _render.error(f"{len(failed) + left} of {read} record(s) were not delivered{why}")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _text(data: Optional[bytes]) -> Optional[str]:
+    return None if data is None else data.decode("utf-8", "backslashreplace")
+
+
+def cmd_consume(args: argparse.Namespace) -> int:
+    from ..confluent import OrderedConsumer
+
+    conf = _client_config(args)
+    # As kafka-console-consumer: without a group, a new one.
+    conf["group.id"] = args.group or conf.get("group.id") or f"kafka-ordered-console-{uuid.uuid4().hex[:8]}"
+    if args.from_beginning:
+        conf["auto.offset.reset"] = "earliest"
+    stop = {"now": False}
+
+    def handler(signum: int, frame: Any) -> None:
+        stop["now"] = True
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    count = 0
+    idle_since = time.monotonic()
+    try:
+        with OrderedConsumer(conf) as consumer:
+            consumer.subscribe([args.topic])
+            try:
+                while not stop["now"] and (args.max_messages is None or count < args.max_messages):
+                    msg = consumer.poll(0.2)
+                    if msg is None:
+                        if args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
+                            break
+                        continue
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            continue
+                        raise KafkaException(err)
+                    idle_since = time.monotonic()
+                    count += 1
+                    key, value = _text(msg.key()), _text(msg.value())
+                    if args.json:
+                        _render.out(json.dumps({"topic": msg.topic(), "partition": msg.partition(),
+                                                "offset": msg.offset(), "timestamp": msg.timestamp()[1],
+                                                "key": key, "value": value}, sort_keys=True))
+                    elif args.print_key:
+                        _render.out(f"{key if key is not None else 'null'}\t{value if value is not None else 'null'}")
+                    else:
+                        _render.out(value if value is not None else "null")
+            except KeyboardInterrupt:
+                pass  # Ctrl-C: leaving the block commits what was printed and leaves the group
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    _render.note(f"Processed a total of {count} messages")
     return EXIT_OK
 
 
@@ -551,6 +682,40 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("topic")
     sp.add_argument("--group", "-g", help="show gates (state, held since, waits, lag, owners) and per partition "
                                           "committed offset, lag and owner for this consumer group")
+
+    add("list", cmd_list, "list the managed topics with their layouts")
+
+    sp = add("unmanage", cmd_unmanage, "take a topic out of management (its records stay); refused, with the "
+                                       "reason, while partitions drain, a named group has not passed a gate, "
+                                       "or a producer registered recently")
+    sp.add_argument("topic")
+    sp.add_argument("--group", "-g", action="append",
+                    help="consumer group that reads the topic: it must have passed every gate (repeatable; "
+                         "required when the topic has gates)")
+    sp.add_argument("--producers-idle", type=float, default=600.0, metavar="S",
+                    help="refuse while a producer registered for the topic less than S seconds ago (default 600, "
+                         "ordered.transition.window.ms)")
+
+    sp = add("produce", cmd_produce, "send lines from stdin to TOPIC through OrderedProducer (one record a line; "
+                                     "with -K, key and value split at the first separator)")
+    sp.add_argument("topic")
+    sp.add_argument("-K", "--key-separator", metavar="SEP",
+                    help="split each line into key SEP value (kcat's -K; kafka-console-producer's key.separator); "
+                         "a line without SEP stops the command with an error. Default: no key")
+    sp.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                    help="seconds to wait for the last deliveries (default 30)")
+
+    sp = add("consume", cmd_consume, "print TOPIC's records through OrderedConsumer (gated: per-key order "
+                                     "across layout changes); Ctrl-C commits and leaves the group")
+    sp.add_argument("topic")
+    sp.add_argument("--group", "-g", help="consumer group (default: a new kafka-ordered-console-... group)")
+    sp.add_argument("--from-beginning", action="store_true",
+                    help="start at the earliest offset when the group has no committed offset "
+                         "(auto.offset.reset=earliest; default latest)")
+    sp.add_argument("--max-messages", "-c", dest="max_messages", type=int, metavar="COUNT",
+                    help="exit after COUNT records (committed first)")
+    sp.add_argument("--print-key", action="store_true", help="print KEY<TAB>VALUE ('null' for a missing key)")
+    sp.add_argument("--timeout-ms", type=int, metavar="MS", help="exit when no record arrived for MS milliseconds")
 
     add("upgrade-protocol", cmd_upgrade_protocol,
         "move a layout log written by kafka-ordered < protocol 2 (settle pause) to the causal-token protocol; "

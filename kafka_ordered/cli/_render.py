@@ -13,6 +13,7 @@ import datetime
 import json
 import logging
 import sys
+import textwrap
 from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Optional, Sequence, TextIO
 
 if TYPE_CHECKING:  # pragma: no cover - types only
@@ -41,6 +42,7 @@ __all__ = [
     "elections_text",
     "retired_text",
     "description_text",
+    "topics_text",
     "group_lines",
     "demo_table",
 ]
@@ -139,6 +141,13 @@ def layout_line(d: Mapping[str, Any]) -> str:
     spares = [p for p in range(d["partitions"], d["physical_partitions"]) if p not in draining]
     return (f"{d['topic']}: epoch {d['epoch']}, {d['partitions']} undeleted of {d['physical_partitions']} physical "
             f"(initial {d['initial_partitions']}, hash {d['hash']}), draining {draining or '-'}, spares {spares or '-'}")
+
+
+def topics_text(data: Mapping[str, Any]) -> str:
+    """``list``: one layout line per managed topic."""
+    if not data["topics"]:
+        return f"no managed topics in layout log {data['layout_topic']}"
+    return "\n".join(layout_line(t) for t in data["topics"])
 
 
 def elections_lines(elections: Mapping[str, Mapping[str, Any]]) -> List[str]:
@@ -242,6 +251,12 @@ def retired_text(res: RetireResult) -> str:
     return "\n".join(lines)
 
 
+def gate_text(partition: int, start: int, wait: Mapping[Any, int]) -> str:
+    """One gate of a registration: ``p4 from offset 0 waits for p0 to reach offset 1``."""
+    waits = " and ".join(f"p{q} to reach offset {w}" for q, w in sorted(wait.items(), key=lambda i: int(i[0])))
+    return f"p{partition} from offset {start} waits for {waits or 'nothing'}"
+
+
 def description_text(data: Mapping[str, Any], group: Optional[str]) -> str:
     """``kafka-ordered describe``, from ``TopicDescription.to_dict()``; gates
     only when described for ``group``."""
@@ -254,7 +269,7 @@ def description_text(data: Mapping[str, Any], group: Optional[str]) -> str:
     lines.append("  " + (", ".join(children) if children else "no split partitions"))
     lines.append(f"registrations: {len(data['registrations'])}")
     for r in data["registrations"][-10:]:
-        gates = ", ".join(f"p{p}@{g['start']} waits {g['wait']}" for p, g in r["gates"].items()) or "no gates"
+        gates = "; ".join(gate_text(int(p), g["start"], g["wait"]) for p, g in r["gates"].items()) or "no gates"
         lines.append(f"  {r['producer']} epoch {r['from_epoch']}->{r['epoch']}: {gates}")
     if data["problems"]:
         lines.append("layout log problems:")
@@ -311,6 +326,16 @@ def group_lines(data: Mapping[str, Any], group: str) -> List[str]:
 
 
 _DEMO_LABELS = {"produced_acked": "produced (acked)"}
+#: What the demo table's rows mean (printed under it).
+DEMO_NOTES = (
+    "violations: records a group received after a later record of the same key and producer.",
+    "duplicates: records received more than once. Delivery is at-least-once: a killed consumer (SIGKILL) or a "
+    "rebalance makes the group redeliver what was processed after the last commit. Not a loss, not a reordering.",
+    "missing: acknowledged records no consumer received.",
+    "gate stall s: seconds partitions spent held at gates, summed over every partition and consumer (so it can "
+    "exceed the run's duration). The price of order: a moved key's new partition waits until the group has "
+    "processed its old partition up to the layout change.",
+)
 
 
 def demo_table(rows: Sequence[Mapping[str, Any]], violations: Sequence[str] = ()) -> str:
@@ -323,6 +348,8 @@ def demo_table(rows: Sequence[Mapping[str, Any]], violations: Sequence[str] = ()
     for k in keys[1:]:
         lines.append(f"{labels[k]:<{width}}  " + "  ".join(f"{r[k]!s:>10}" for r in rows))
     lines += list(violations)
+    lines.append("")
+    lines += [textwrap.fill(note, 100, subsequent_indent="  ") for note in DEMO_NOTES]
     return "\n".join(lines)
 
 

@@ -18,7 +18,7 @@ from .._gating import GatingCore, GatingOptions
 from .._ports import TP
 from ._assignor import OrderedAssignor, register_layouts, unregister_layouts
 from ..config import (
-    CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, kafka_python_connection_config, split_config, truthy,
+    CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, kafka_python_connection_config, metrics_client_id, split_config, truthy,
 )
 from ..errors import ConfigError
 from ..gates import GateStatus, reset_policy
@@ -133,6 +133,7 @@ class OrderedKafkaConsumer:
         conn = kafka_python_connection_config(conf, opts["ordered.librdkafka.config"])
         self._closed = False
         self._group_id = str(conf["group_id"])
+        self._client_id = metrics_client_id({"client.id": conf.get("client_id")}, "consumer", self._group_id)
         shared = _log.acquire(conn, opts["ordered.layout.topic"],
                               corrupt_policy=opts["ordered.layout.corrupt.policy"],
                               timeout=opts["ordered.metadata.timeout.ms"] / 1000.0)
@@ -174,7 +175,7 @@ class OrderedKafkaConsumer:
     def ordered_metrics(self) -> ConsumerMetrics:
         """A snapshot of this member's gates, held records, gate waits and
         layout-log view (see :class:`kafka_ordered.metrics.ConsumerMetrics`)."""
-        return self._core.metrics(self._group_id)
+        return self._core.metrics(self._group_id, self._client_id)
 
     def gate_status(self) -> List[GateStatus]:
         """Every partition with a closed gate (see :meth:`OrderedConsumer.gate_status`)."""

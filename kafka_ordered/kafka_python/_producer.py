@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, List, Mapping, Optional, Set, Tuple, Type
 
@@ -16,7 +17,7 @@ from .. import _log
 from .._ports import Stamp
 from .._registering import RegisteringCore, RegistrationRecord, TopicState
 from ..config import (
-    KAFKA_PYTHON_OPTIONS, PRODUCER_OPTIONS, forced, kafka_python_connection_config, split_config,
+    KAFKA_PYTHON_OPTIONS, PRODUCER_OPTIONS, forced, kafka_python_connection_config, metrics_client_id, split_config,
 )
 from ..errors import PartitionOverrideError
 from ..history import LayoutHistory
@@ -159,6 +160,7 @@ class OrderedKafkaProducer:
         self._port = _ProducerPort(self._producer, lock)
         self._shared = shared
         self._core = RegisteringCore(self._port, shared, opts)
+        self._client_id = metrics_client_id({"client.id": conf.get("client_id")}, "producer")
         self._core.transactional = bool(conf.get("transactional_id"))
         self._routes = self._core.routes
         self._port.lock = self._core.lock
@@ -180,7 +182,7 @@ class OrderedKafkaProducer:
     def ordered_metrics(self) -> ProducerMetrics:
         """A snapshot of this producer's layout switches, buffered records and
         layout-log view (see :class:`kafka_ordered.metrics.ProducerMetrics`)."""
-        return self._core.metrics()
+        return replace(self._core.metrics(), client_id=self._client_id)
 
     @property
     def stable_id(self) -> bool:

@@ -113,6 +113,18 @@ def _free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
+def _port_taken(host: str, port: int) -> bool:
+    """Whether something listens on ``host:port`` (SO_REUSEADDR: connections
+    lingering in TIME_WAIT do not count, as they do not stop a broker binding)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -171,13 +183,20 @@ class EmbeddedBroker:
         """Start the broker and wait until it answers Metadata (at most
         ``startup_timeout`` seconds); returns ``self``, and does nothing when
         already started. Without a fixed ``port`` a free one is picked (three
-        tries). Raises :class:`BrokerUnavailableError` when the process exits or
-        does not answer in time (with the tail of its log), and what
+        tries). Raises :class:`KafkaOrderedError` saying so when the fixed
+        ``port`` is in use (before anything is started: whatever answers there
+        is not this broker), :class:`BrokerUnavailableError` when the process
+        exits or does not answer in time (with the tail of its log), and what
         :func:`find_tansu` raises when there is no binary. The broker is stopped
         at interpreter exit."""
         if self._proc is not None:
             return self
         binary = self.binary or find_tansu()
+        if self.port is not None and _port_taken(self.host, self.port):
+            raise KafkaOrderedError(
+                f"port {self.port} is in use on {self.host} (another broker or program listens there): "
+                "stop it, or choose another port (0 picks a free one)"
+            )
         attempts = 1 if self.port is not None else 3
         last: Optional[Exception] = None
         for _ in range(attempts):
@@ -225,7 +244,7 @@ class EmbeddedBroker:
                 )
             try:
                 md = admin.list_topics(timeout=1.0)
-                if md.brokers:
+                if md.brokers and self._proc.poll() is None:
                     return
             except Exception:  # not listening yet
                 time.sleep(0.05)

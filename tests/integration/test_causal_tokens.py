@@ -289,10 +289,13 @@ def test_a_protocol_1_log_is_refused_until_upgraded(
     a.create_topics([NewTopic(topic, 4, 1)])[topic].result()
     _v1_log(bootstrap, layout_topic, topic)
     before = _log.active_count()
-    for make in (lambda: OrderedProducer(ordered_config), lambda: OrderedConsumer({**ordered_config, **group_config})):
+    with OrderedProducer(ordered_config) as unstarted:  # construction reads no log (issue 27)...
         with pytest.raises(ProtocolVersionError, match="upgrade-protocol") as info:
-            make()
+            unstarted.produce(topic, b"v", KEYS[0])  # ...the first send does
         assert info.value.protocol is None and "protocol 1" in str(info.value)
+    with pytest.raises(ProtocolVersionError, match="upgrade-protocol") as info:
+        OrderedConsumer({**ordered_config, **group_config})
+    assert info.value.protocol is None and "protocol 1" in str(info.value)
     assert _log.active_count() == before  # nothing left running
     with LayoutAdmin(ordered_config) as admin:  # the admin reads it: it is how the log gets upgraded
         assert admin.layout(topic).epoch == 1
@@ -429,9 +432,10 @@ def test_clients_made_for_a_switch_are_closed_when_idle_and_made_again(
 ) -> None:
     admin.create_topic(topic, 2, physical_partitions=spare(8))
     producer = make_producer(**OWN_FOLLOWER)
-    shared = producer._shared
     producer.produce(topic, b"v", KEYS[0])
     producer.flush(10)
+    shared = producer._shared  # started by the first send
+    assert shared is not None
     admin.expand(topic, 4)
     _wait(lambda: producer.history.current(topic).epoch == 2, 15)  # type: ignore[union-attr]
     producer.produce(topic, b"v", KEYS[1])

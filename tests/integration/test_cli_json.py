@@ -4,12 +4,13 @@ item 5): one documented shape per command, errors included, snake_case keys."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, List, Set, Union
+from typing import Any, Callable, Dict, List, Set, Union
 
 import pytest
 from confluent_kafka import Producer
@@ -48,7 +49,7 @@ class Checker:
 def test_every_command_output_matches_its_documented_schema(
     bootstrap: str, layout_topic: str, topic: str, unique: Callable[[str], str], embedded: bool,
     make_producer: Callable[..., OrderedProducer], capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, group_settings: Dict[str, Any],
 ) -> None:
     c = Checker(capsys)
     base = ["--bootstrap-server", bootstrap, "--layout-topic", layout_topic]
@@ -91,6 +92,19 @@ def test_every_command_output_matches_its_documented_schema(
     assert described["gates"] and described["gates"][0]["sources"] and described["registrations"]
     assert described["membership"] is not None and len(described["partitions"]) == 4
     assert c.run("describe", ["describe", topic, *base])["gates"] == []
+
+    # the everyday commands (issue 27)
+    assert {t["topic"] for t in c.run("list", ["list", *base])["topics"]} == {topic, plain}
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a:1\nb:2\n"))
+    assert c.run("produce", ["produce", plain, "-K", ":", *base])["produced"] == 2
+    flags = [f for k, v in group_settings.items() for f in ("-X", f"{k}={v}")]
+    assert main(["consume", plain, "-g", unique("g"), "--from-beginning", "-c", "2", "--json", *flags, *base]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        c.check("consume", json.loads(line))
+    c.run("unmanage", ["unmanage", topic, *base], code=1)  # gates and a recent producer: the error shape
+    assert c.run("unmanage", ["unmanage", plain, "--producers-idle", "0", *base])["topic"] == plain
 
     assert c.run("upgrade-protocol", ["upgrade-protocol", *base])["changed"] is False  # a new log speaks it
     c.run("shrink", ["shrink", topic, "2", *base])

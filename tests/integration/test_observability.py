@@ -60,8 +60,10 @@ def test_metrics_show_a_held_gate_and_a_switch(
     registry = CollectorRegistry()
     OrderedCollector.register(consumer, producer, registry=registry)
     text = generate_latest(registry).decode()
-    group = cm.group_id
-    assert f'kafka_ordered_gates_closed{{group="{group}",partition="1",topic="{topic}"}} 1.0' in text
+    group, client = cm.group_id, cm.client_id
+    assert client.startswith(f"consumer-{group}-")
+    assert (f'kafka_ordered_gates_closed{{client_id="{client}",group="{group}",partition="1",topic="{topic}"}} 1.0'
+            in text)
     assert "kafka_ordered_gate_wait_seconds_bucket" in text
     assert "kafka_ordered_switch_pause_seconds_count" in text
-    assert f'kafka_ordered_layout_epoch{{client="{producer.producer_id}",topic="{topic}"}} 2.0' in text
+    assert f'kafka_ordered_layout_epoch{{client_id="{pm.client_id}",topic="{topic}"}} 2.0' in text
