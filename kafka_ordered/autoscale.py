@@ -26,8 +26,10 @@ where it grew):
   :data:`GROW_TO`;
 - shrink when some smaller count is predicted at or below :data:`SHRINK_AT`
   for ``scale_down_after`` seconds (to the largest such minimal count seen
-  over that time), while no named group is more than ``scale_up_after``
-  seconds behind and no gate of the previous transition is still closed;
+  over that time), while no named group is more than :data:`LAG_HOLD_S`
+  seconds behind and no gate of the previous transition is still closed
+  (the lag of the named groups never triggers growth: more partitions do
+  not drain records already written);
 - retire draining partitions every named group has consumed as soon as
   there are any (this moves no key and costs no gate);
 - no grow or shrink within ``cooldown`` seconds of the last one, none beyond
@@ -54,6 +56,7 @@ __all__ = [
     "GROW_TO",
     "SHRINK_AT",
     "GATE_PENDING_BOUND_S",
+    "LAG_HOLD_S",
     "DecisionKind",
     "Unit",
     "AutoscalePolicy",
@@ -72,6 +75,9 @@ GROW_TO = 0.7
 SHRINK_AT = 0.4
 #: Seconds the previous transition's gates may stay closed before growth stops too.
 GATE_PENDING_BOUND_S = 300.0
+#: A shrink waits while a named group is more than this many seconds of produce rate behind
+#: (committed offsets trail by the auto-commit interval, 5 s by default, so it is not zero).
+LAG_HOLD_S = 30.0
 
 #: What a decision does.
 DecisionKind = Literal["grow", "shrink", "retire", "hold"]
@@ -301,7 +307,7 @@ def decide(policy: AutoscalePolicy, obs: Observation, state: PolicyState = Polic
     # The runs above / below the thresholds.
     above = hottest > GROW_AT * target
     above_since = (state.above_since if state.above_since is not None else now) if above else None
-    lagging = sorted(g for g in policy.groups if obs.lag_s.get(g, 0.0) > policy.scale_up_after)
+    lagging = sorted(g for g in policy.groups if obs.lag_s.get(g, 0.0) > LAG_HOLD_S)
     minimal: Optional[int] = None
     if not above and not lagging:
         for m in range(max(floor, n - step), n):
@@ -365,7 +371,7 @@ def decide(policy: AutoscalePolicy, obs: Observation, state: PolicyState = Polic
         why = (f"hottest partition at {hottest:.4g}/s above {GROW_AT:.0%} of the target for "
                f"{now - above_since:.0f} of {policy.scale_up_after:.0f} s")  # type: ignore[operator]
     elif lagging:
-        why = f"not shrinking: group(s) {', '.join(lagging)} more than {policy.scale_up_after:.0f} s behind"
+        why = f"not shrinking: group(s) {', '.join(lagging)} more than {LAG_HOLD_S:.0f} s behind"
     elif shrink_to is not None and pending is not None:
         why = f"not shrinking: a gate of the previous transition is still closed ({pending:.0f} s)"
     elif shrink_to is not None:

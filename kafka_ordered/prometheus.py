@@ -5,7 +5,7 @@
     from prometheus_client import start_http_server
     from kafka_ordered.prometheus import OrderedCollector
 
-    collector = OrderedCollector.register(consumer, producer)  # default registry
+    collector = OrderedCollector.register(consumer, producer, autoscaler)  # default registry
     start_http_server(8000)
 
 The collector reads each client's ``ordered_metrics()`` at scrape time, so it
@@ -23,6 +23,10 @@ metric                                     type       labels
 ``kafka_ordered_records_buffered``         gauge      ``producer``
 ``kafka_ordered_layout_view_lag``          gauge      ``client`` (records)
 ``kafka_ordered_layout_view_age_seconds``  gauge      ``client``
+``kafka_ordered_autoscaler_rate``          gauge      ``topic``, ``partition``, ``unit`` (per second)
+``kafka_ordered_autoscaler_decisions``     counter    ``topic``, ``kind``
+``kafka_ordered_autoscaler_last_decision`` gauge      ``topic`` (Unix seconds)
+``kafka_ordered_autoscaler_leader``        gauge      ``topic``, ``autoscaler`` (1 leader, 0 standby)
 =========================================  =========  ==============================================
 """
 
@@ -45,14 +49,15 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
         "kafka_ordered.prometheus needs prometheus_client: pip install 'kafka-ordered[prometheus]'"
     ) from e
 
-from .metrics import ConsumerMetrics, LayoutViewMetrics, ProducerMetrics
+from .metrics import AutoscalerMetrics, ConsumerMetrics, LayoutViewMetrics, ProducerMetrics
 
 __all__ = ["OrderedCollector"]
 
 
 class OrderedCollector(Collector):
     """A Prometheus collector over kafka-ordered clients (anything with
-    ``ordered_metrics()``: both clients' producers and consumers)."""
+    ``ordered_metrics()``: both clients' producers and consumers, and
+    :class:`~kafka_ordered.Autoscaler`)."""
 
     def __init__(self, *clients: Any) -> None:
         self.clients: List[Any] = list(clients)
@@ -71,6 +76,8 @@ class OrderedCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         snaps = [c.ordered_metrics() for c in self.clients]
+        scalers = [s for s in snaps if isinstance(s, AutoscalerMetrics)]
+        snaps = [s for s in snaps if not isinstance(s, AutoscalerMetrics)]
         consumers = [s for s in snaps if isinstance(s, ConsumerMetrics)]
         producers = [s for s in snaps if isinstance(s, ProducerMetrics)]
 
@@ -117,3 +124,22 @@ class OrderedCollector(Collector):
                 lag.add_metric([name], view.lag)
                 age.add_metric([name], view.age_s)
         yield from (epoch, lag, age)
+
+        rate = GaugeMetricFamily("kafka_ordered_autoscaler_rate", "Observed produce rate per undeleted partition "
+                                 "(per second, in records or bytes)", labels=["topic", "partition", "unit"])
+        kinds = CounterMetricFamily("kafka_ordered_autoscaler_decisions", "Autoscaler decisions by kind",
+                                    labels=["topic", "kind"])
+        last = GaugeMetricFamily("kafka_ordered_autoscaler_last_decision",
+                                 "Unix time of the autoscaler's latest decision", labels=["topic"])
+        leader = GaugeMetricFamily("kafka_ordered_autoscaler_leader",
+                                   "1 when this autoscaler acts for the topic, 0 on a standby",
+                                   labels=["topic", "autoscaler"])
+        for a in scalers:
+            for p, r in sorted(a.rates.items()):
+                rate.add_metric([a.topic, str(p), a.unit], r)
+            for kind in ("grow", "shrink", "retire", "hold"):
+                kinds.add_metric([a.topic, kind], a.decisions.get(kind, 0))
+            if a.last_decision_time is not None:
+                last.add_metric([a.topic], a.last_decision_time)
+            leader.add_metric([a.topic, a.autoscaler_id], 1 if a.leader else 0)
+        yield from (rate, kinds, last, leader)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from kafka_ordered.autoscale import (
     GATE_PENDING_BOUND_S,
     GROW_AT,
+    LAG_HOLD_S,
     GROW_TO,
     SHRINK_AT,
     AutoscalePolicy,
@@ -281,9 +282,10 @@ def test_max_step_limits_a_shrink() -> None:
 
 def test_lagging_groups_hold_shrinking() -> None:
     p = policy(scale_down_after=0)
-    d = decide(p, obs(0, [10.0] * 8, lag_s={"g": 61.0}), PolicyState())
-    assert d.kind == "hold" and "g more than 60 s behind" in d.reason
-    assert decide(p, obs(0, [10.0] * 8, lag_s={"g": 59.0}), PolicyState()).kind == "shrink"
+    d = decide(p, obs(0, [10.0] * 8, lag_s={"g": LAG_HOLD_S + 1}), PolicyState())
+    assert d.kind == "hold" and f"g more than {LAG_HOLD_S:.0f} s behind" in d.reason
+    assert decide(p, obs(0, [10.0] * 8, lag_s={"g": math.inf}), PolicyState()).kind == "hold"
+    assert decide(p, obs(0, [10.0] * 8, lag_s={"g": LAG_HOLD_S - 1}), PolicyState()).kind == "shrink"
     # Lag of a group the policy does not name does not count.
     assert decide(p, obs(0, [10.0] * 8, lag_s={"other": 1e9}), PolicyState()).kind == "shrink"
 

@@ -1,0 +1,254 @@
+"""The autoscaler on a real broker (issue 25): bad input fails at start
+before anything changes; actions name the epoch they were decided on; a
+ramp of keyed load grows, shrinks and retires the topic while an
+OrderedConsumer group reads in order and loses nothing (the oracle)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from typing import Any, Callable, Dict, List
+
+import pytest
+
+from kafka_ordered import Autoscaler, AutoscalePolicy, LayoutAdmin, OrderedConsumer, OrderedProducer
+from kafka_ordered.admin import autoscaler_status
+from kafka_ordered.errors import (
+    ConcurrentLayoutChangeError,
+    ConfigError,
+    TopicNotManagedError,
+    UnknownTopicError,
+    UnsupportedBrokerApiError,
+)
+from kafka_ordered.testing import OrderingOracle, encode_value
+
+from .support import produce_keys  # noqa: F401  (shared helpers live there)
+
+
+def _policy(group: str, **kw: Any) -> AutoscalePolicy:
+    args: Dict[str, Any] = dict(min_partitions=2, max_partitions=8, target_records_per_s=100.0, scale_up_after=1.0,
+                                scale_down_after=3.0, cooldown=2.0, groups=(group,))
+    args.update(kw)
+    return AutoscalePolicy(**args)
+
+
+def test_bad_input_is_a_clear_error_at_start_and_changes_nothing(
+    admin: LayoutAdmin, ordered_config: Dict[str, Any], unique: Callable[[str], str], embedded: bool,
+    make_consumer: Callable[..., OrderedConsumer], make_producer: Callable[..., OrderedProducer],
+) -> None:
+    topic = unique("as-bad")
+    admin.create_topic(topic, 2, physical_partitions=4)
+    group = unique("g")
+    c = make_consumer(group)
+    c.subscribe([topic])
+    p = make_producer()
+    p.produce(topic, key=b"k", value=b"v")
+    p.flush()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and c.poll(0.2) is None:
+        pass
+    c.commit(asynchronous=False)
+    epoch = admin.layout(topic).epoch
+
+    def start(t: str, policy: AutoscalePolicy) -> None:
+        a = Autoscaler(ordered_config, t, policy, interval=0.2)
+        try:
+            a.start()
+        finally:
+            a.close()
+
+    with pytest.raises(UnknownTopicError):
+        start(unique("nope"), _policy(group))
+    plain = unique("plain")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    ac = AdminClient({"bootstrap.servers": ordered_config["bootstrap.servers"]})
+    ac.create_topics([NewTopic(plain, 2, 1)])[plain].result()
+    with pytest.raises(TopicNotManagedError):
+        start(plain, _policy(group))
+    with pytest.raises(ConfigError, match="group no-such-group-.* does not exist"):
+        start(topic, _policy(unique("no-such-group")))
+    with pytest.raises(ConfigError, match="min_partitions 1 is below the initial partition count 2"):
+        start(topic, _policy(group, min_partitions=1))
+    if embedded:  # the embedded broker reports no log sizes
+        with pytest.raises(UnsupportedBrokerApiError) as e:
+            start(topic, _policy(group, target_records_per_s=None, target_bytes_per_s=1e6))
+        assert e.value.api == "DescribeLogDirs" and "target records per second" in str(e.value)
+    with pytest.raises(ConfigError, match="min_partitions .8. is above max_partitions .2."):
+        _policy(group, min_partitions=8, max_partitions=2)
+    with pytest.raises(ConfigError, match="target_records_per_s must be > 0"):
+        _policy(group, target_records_per_s=0)
+    assert admin.layout(topic).epoch == epoch  # nothing changed
+
+
+def test_an_action_applies_only_at_the_epoch_it_was_decided_on(
+    admin: LayoutAdmin, ordered_config: Dict[str, Any], unique: Callable[[str], str],
+) -> None:
+    topic = unique("as-epoch")
+    cur = admin.create_topic(topic, 2, physical_partitions=8)
+    with LayoutAdmin(ordered_config) as other:
+        other.expand(topic, 3, expected_epoch=cur.epoch)  # the other leader acted first
+        for act in (lambda: admin.expand(topic, 4, expected_epoch=cur.epoch),
+                    lambda: admin.shrink(topic, 2, expected_epoch=cur.epoch),
+                    lambda: admin.retire(topic, expected_epoch=cur.epoch)):
+            with pytest.raises(ConcurrentLayoutChangeError, match=f"decided on layout epoch {cur.epoch}"):
+                act()
+    now = admin.layout(topic)
+    assert (now.epoch, now.partitions) == (cur.epoch + 1, 3)
+    assert admin.shrink(topic, 2, expected_epoch=now.epoch).partitions == 2
+
+
+class Load:
+    """Keyed load from several OrderedProducers at a settable total rate."""
+
+    def __init__(self, make_producer: Callable[..., OrderedProducer], topic: str, oracle: OrderingOracle,
+                 lock: threading.Lock, producers: int = 3, keys: int = 60) -> None:
+        self.rate = 0.0
+        self.topic, self.oracle, self.lock = topic, oracle, lock
+        self.stop = threading.Event()
+        self.sent = 0
+        self.threads = [threading.Thread(target=self._run, args=(make_producer(**{"ordered.producer.id": f"p{i}"}),
+                                                                 f"p{i}", keys, i), daemon=True)
+                        for i in range(producers)]
+        self.errors: List[BaseException] = []
+
+    def _run(self, p: OrderedProducer, name: str, keys: int, i: int) -> None:
+        seqs = itertools.count()
+
+        def acked(err: Any, msg: Any) -> None:
+            if err is None:
+                with self.lock:
+                    self.oracle.acknowledged_value(msg.key(), msg.value(), msg.partition(), msg.offset(),
+                                                   time.monotonic_ns())
+
+        try:
+            nxt = time.monotonic()
+            while not self.stop.is_set():
+                share = self.rate / len(self.threads)
+                if share <= 0:
+                    time.sleep(0.05)
+                    nxt = time.monotonic()
+                    continue
+                seq = next(seqs)
+                key = f"key-{(seq * 7 + i) % keys}".encode()
+                p.produce(self.topic, key=key, value=encode_value(name, seq), on_delivery=acked)
+                self.sent += 1
+                p.poll(0)
+                nxt += 1.0 / share
+                delay = nxt - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                elif delay < -1:
+                    nxt = time.monotonic()
+            p.flush(30)
+        except BaseException as e:  # reported by the test
+            self.errors.append(e)
+
+    def __enter__(self) -> "Load":
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(60)
+
+
+class Readers:
+    """An OrderedConsumer group reading into the oracle."""
+
+    def __init__(self, make_consumer: Callable[..., OrderedConsumer], topic: str, group: str,
+                 oracle: OrderingOracle, lock: threading.Lock, members: int = 2) -> None:
+        self.oracle, self.lock = oracle, lock
+        self.stop = threading.Event()
+        self.consumers = [make_consumer(group) for _ in range(members)]
+        for c in self.consumers:
+            c.subscribe([topic])
+        self.threads = [threading.Thread(target=self._run, args=(c, f"m{i}"), daemon=True)
+                        for i, c in enumerate(self.consumers)]
+        self.errors: List[BaseException] = []
+        self.last = time.monotonic()
+
+    def _run(self, c: OrderedConsumer, name: str) -> None:
+        n = 0
+        try:
+            while not self.stop.is_set():
+                batch = c.consume(500, 0.1)
+                n += 1
+                for m in batch:
+                    if m.error() is None:
+                        with self.lock:
+                            self.oracle.delivered_value(m.key(), m.value(), name, m.partition(), m.offset(),
+                                                        f"{name}-{n}")
+                        self.last = time.monotonic()
+        except BaseException as e:
+            self.errors.append(e)
+
+    def __enter__(self) -> "Readers":
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(30)
+
+
+def _wait(what: str, cond: Callable[[], bool], timeout: float, scaler: Any = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.1)
+    last = [f"{d.kind}: {d.reason}" for d in scaler.decisions[-3:]] if scaler is not None else []
+    raise AssertionError(f"timed out waiting for {what}; last decisions: {last}")
+
+
+def test_a_ramp_grows_shrinks_and_retires_in_order(
+    admin: LayoutAdmin, ordered_config: Dict[str, Any], unique: Callable[[str], str],
+    make_consumer: Callable[..., OrderedConsumer], make_producer: Callable[..., OrderedProducer],
+    group_settings: Dict[str, Any],
+) -> None:
+    topic, group = unique("as-ramp"), unique("g")
+    admin.create_topic(topic, 2, physical_partitions=8)  # the embedded broker cannot add partitions: spares
+    oracle, lock = OrderingOracle(), threading.Lock()
+    with Readers(make_consumer, topic, group, oracle, lock) as readers, \
+            Load(make_producer, topic, oracle, lock) as load:
+        load.rate = 30.0
+        _wait("the group's first commit", lambda: any(
+            o >= 0 for o in admin.committed(group, [(topic, 0), (topic, 1)]).values()), 30)
+        scaler = Autoscaler({**ordered_config, **group_settings}, topic, _policy(group), interval=0.5, window=1.5)
+        scaler.start()
+        try:
+            _wait("leadership", lambda: scaler.is_leader, 20)
+            load.rate = 900.0
+            _wait("a grow", lambda: any(d.kind == "grow" for d in scaler.decisions), 20, scaler)
+            time.sleep(3)
+            load.rate = 30.0
+            _wait("a shrink", lambda: any(d.kind == "shrink" for d in scaler.decisions), 30, scaler)
+            _wait("a retire", lambda: any(d.kind == "retire" for d in scaler.decisions), 30, scaler)
+            kinds = [d.kind for d in scaler.decisions]
+            status = autoscaler_status(admin, topic)
+        finally:
+            scaler.close()
+        load.stop.set()
+        for t in load.threads:
+            t.join(60)
+        _wait("the group to catch up", lambda: time.monotonic() - readers.last > 3, 30)
+    assert not load.errors and not readers.errors, (load.errors, readers.errors)
+    grows = [d for d in scaler.decisions if d.kind == "grow"]
+    assert grows[0].partitions == 2 and grows[0].partitions_to > 2
+    assert kinds.index("grow") < kinds.index("shrink") < kinds.index("retire")
+    final = admin.layout(topic)
+    assert final.partitions == 2 and not final.draining, final
+    ops = [c.op for c in admin.history.changes(topic)]
+    assert ops.count("expand") >= 1 and ops.count("shrink") >= 1 and ops.count("retire") >= 1, ops
+    assert status is not None and status.autoscaler_id == scaler.autoscaler_id
+    rep = oracle.report()
+    assert rep.acknowledged > 2000, rep
+    assert rep.violations == (), rep.violations[:3]
+    assert rep.missing == 0, rep
+    m = scaler.ordered_metrics()
+    assert m.decisions["grow"] >= 1 and m.decisions["shrink"] >= 1 and m.decisions["retire"] >= 1
