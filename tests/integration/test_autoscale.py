@@ -23,7 +23,9 @@ from kafka_ordered.errors import (
 )
 from kafka_ordered.testing import OrderingOracle, encode_value
 
-from .support import produce_keys  # noqa: F401  (shared helpers live there)
+from .. import cli_json_schema as schema_doc
+
+SCHEMAS, DEFS = schema_doc.load()
 
 
 def _policy(group: str, **kw: Any) -> AutoscalePolicy:
@@ -252,3 +254,156 @@ def test_a_ramp_grows_shrinks_and_retires_in_order(
     assert rep.missing == 0, rep
     m = scaler.ordered_metrics()
     assert m.decisions["grow"] >= 1 and m.decisions["shrink"] >= 1 and m.decisions["retire"] >= 1
+
+
+# -- the command line: several processes, one acts; SIGKILL of the acting one; dry run
+
+
+class CliScaler:
+    """A ``kafka-ordered autoscale --json`` process; its lines are read in a thread."""
+
+    def __init__(self, args: List[str]) -> None:
+        import os
+        import subprocess
+        import sys
+
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "kafka_ordered.cli", "autoscale", *args, "--json"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.lines: List[Dict[str, Any]] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        import json
+
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(json.loads(line))
+
+    def events(self, event: str) -> List[Dict[str, Any]]:
+        return [x for x in list(self.lines) if x["event"] == event]
+
+    def applied(self) -> List[Dict[str, Any]]:
+        return [x["decision"] for x in self.events("decision") if x["decision"]["kind"] != "hold"]
+
+    @property
+    def leader(self) -> bool:
+        roles = [x["event"] for x in list(self.lines) if x["event"] in ("leader", "standby")]
+        return bool(roles) and roles[-1] == "leader"
+
+    def stop(self, sig: int) -> int:
+        self.proc.send_signal(sig)
+        code = self.proc.wait(30)
+        self.reader.join(10)
+        return code
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def _cli_args(bootstrap: str, layout_topic: str, topic: str, group: str, group_settings: Dict[str, Any],
+              *extra: str) -> List[str]:
+    out = [topic, "--bootstrap-server", bootstrap, "--layout-topic", layout_topic, "--min", "2", "--max", "8",
+           "--target-records-per-partition", "100", "--group", group, "--scale-up-after", "1",
+           "--scale-down-after", "3", "--cooldown", "2", "--interval", "0.5", "--window", "1.5", *extra]
+    for k, v in group_settings.items():
+        out += ["-X", f"{k}={v}"]
+    return out
+
+
+def test_failover_after_sigkill_applies_no_change_twice(
+    admin: LayoutAdmin, bootstrap: str, layout_topic: str, unique: Callable[[str], str],
+    make_consumer: Callable[..., OrderedConsumer], make_producer: Callable[..., OrderedProducer],
+    group_settings: Dict[str, Any],
+) -> None:
+    import signal
+
+    topic, group = unique("as-failover"), unique("g")
+    admin.create_topic(topic, 2, physical_partitions=8)
+    oracle, lock = OrderingOracle(), threading.Lock()
+    scalers: List[CliScaler] = []
+    try:
+        with Readers(make_consumer, topic, group, oracle, lock) as readers, \
+                Load(make_producer, topic, oracle, lock) as load:
+            load.rate = 30.0
+            _wait("the group's first commit", lambda: any(
+                o >= 0 for o in admin.committed(group, [(topic, 0), (topic, 1)]).values()), 30)
+            args = _cli_args(bootstrap, layout_topic, topic, group, group_settings, "--max-step", "2")
+            scalers = [CliScaler(args), CliScaler(args)]
+            _wait("one leader", lambda: sum(s.leader for s in scalers) == 1, 30)
+            first = next(s for s in scalers if s.leader)
+            standby = next(s for s in scalers if s is not first)
+            load.rate = 600.0  # 2 -> 4 -> 6 -> 8, two partitions at a time
+            _wait("the first grow", lambda: len(first.applied()) >= 1, 20)
+            first.proc.kill()  # SIGKILL in the middle of the ramp
+            killed_at = time.monotonic()
+            first.proc.wait(10)
+            _wait("the standby to take over", lambda: standby.leader, 20)
+            took_over = time.monotonic() - killed_at
+            _wait("the standby to grow", lambda: any(d["kind"] == "grow" for d in standby.applied()), 20)
+            _wait("growth to the max", lambda: admin.layout(topic).partitions == 8, 20)
+            assert standby.stop(signal.SIGTERM) == 0  # a clean exit
+            assert standby.events("stopped")
+            load.stop.set()
+            for t in load.threads:
+                t.join(60)
+            _wait("the group to catch up", lambda: time.monotonic() - readers.last > 3, 30)
+    finally:
+        for s in scalers:
+            if s.proc.poll() is None:
+                s.proc.kill()
+    assert took_over < 3 * float(group_settings.get("session.timeout.ms", 45000)) / 1000 + 5, took_over
+    changes = [c for c in admin.history.changes(topic) if c.op != "create"]
+    assert [c.layout.epoch for c in changes] == list(range(2, 2 + len(changes)))  # one change per epoch
+    applied = first.applied() + standby.applied()
+    assert sorted(d["epoch"] + 1 for d in applied) == [c.layout.epoch for c in changes]  # none applied twice
+    assert [c.layout.partitions for c in changes if c.op == "expand"] == [4, 6, 8]
+    for line in first.lines + standby.lines:
+        assert schema_doc.validate(line, SCHEMAS["autoscale"], DEFS) == [], line
+    # describe shows the autoscaler that acted last and its last decision
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "kafka_ordered.cli", "describe", topic, "--bootstrap-server",
+                           bootstrap, "--layout-topic", layout_topic, "--json"], capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    desc = json.loads(done.stdout)
+    assert schema_doc.validate(desc, SCHEMAS["describe"], DEFS) == []
+    assert desc["autoscaler"]["autoscaler_id"] == standby.events("started")[0]["autoscaler_id"]
+    assert desc["autoscaler"]["decision"]["kind"] in ("grow", "hold")
+    rep = oracle.report()
+    assert rep.violations == () and rep.missing == 0, rep
+
+
+def test_dry_run_decides_and_changes_nothing(
+    admin: LayoutAdmin, bootstrap: str, layout_topic: str, unique: Callable[[str], str],
+    make_consumer: Callable[..., OrderedConsumer], make_producer: Callable[..., OrderedProducer],
+    group_settings: Dict[str, Any],
+) -> None:
+    import signal
+
+    topic, group = unique("as-dry"), unique("g")
+    epoch = admin.create_topic(topic, 2, physical_partitions=8).epoch
+    oracle, lock = OrderingOracle(), threading.Lock()
+    with Readers(make_consumer, topic, group, oracle, lock, members=1), \
+            Load(make_producer, topic, oracle, lock, producers=1) as load:
+        load.rate = 30.0
+        _wait("the group's first commit", lambda: any(
+            o >= 0 for o in admin.committed(group, [(topic, 0), (topic, 1)]).values()), 30)
+        s = CliScaler(_cli_args(bootstrap, layout_topic, topic, group, group_settings, "--dry-run"))
+        try:
+            load.rate = 600.0
+            _wait("a grow decision", lambda: any(d["kind"] == "grow" for d in s.applied()), 20)
+            assert s.stop(signal.SIGINT) == 0
+        finally:
+            if s.proc.poll() is None:
+                s.proc.kill()
+    assert all(x["dry_run"] and not x["leader"] for x in s.lines)
+    for line in s.lines:
+        assert schema_doc.validate(line, SCHEMAS["autoscale"], DEFS) == [], line
+    assert [x["event"] for x in s.lines][0] == "started" and s.lines[-1]["event"] == "stopped"
+    assert admin.layout(topic).epoch == epoch
+    assert autoscaler_status(admin, topic) is None  # a dry run writes no status
