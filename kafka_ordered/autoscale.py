@@ -331,18 +331,18 @@ def decide(policy: AutoscalePolicy, obs: Observation, state: PolicyState = Polic
             kind: DecisionKind = "grow" if to > n else "shrink"
             return out(kind, f"{n} partitions is outside the policy's bounds [{policy.min_partitions}, "
                              f"{policy.max_partitions}]", to, changed, predicted=_hottest(predict(obs.rates, n0, to)))
+    blocked: Optional[str] = None  # why a due grow cannot happen
     if above and now - above_since >= policy.scale_up_after:  # type: ignore[operator]
         if n >= ceiling:
             what = ("max_partitions" if ceiling == policy.max_partitions
                     else "the cluster's capacity for this topic")
-            return out("hold", f"hottest partition at {hottest:.4g}/s is above {GROW_AT:.0%} of the target "
-                               f"{target:.4g}/s but the topic is at {what} ({ceiling})", n, st)
-        if pending is not None and pending > GATE_PENDING_BOUND_S:
-            return out("hold", f"hottest partition at {hottest:.4g}/s is above {GROW_AT:.0%} of the target, but a gate "
-                               f"of the previous transition has been closed for {pending:.0f} s "
-                               f"(> {GATE_PENDING_BOUND_S:.0f} s): a consumer of {', '.join(policy.groups)} "
-                               "is stuck or down", n, st)
-        if not cooling:
+            blocked = (f"hottest partition at {hottest:.4g}/s is above {GROW_AT:.0%} of the target {target:.4g}/s "
+                       f"but the topic is at {what} ({ceiling})")
+        elif pending is not None and pending > GATE_PENDING_BOUND_S:
+            blocked = (f"hottest partition at {hottest:.4g}/s is above {GROW_AT:.0%} of the target, but a gate of the "
+                       f"previous transition has been closed for {pending:.0f} s (> {GATE_PENDING_BOUND_S:.0f} s): "
+                       f"a consumer of {', '.join(policy.groups) or 'the topic'} is stuck or down")
+        elif not cooling:
             limit = min(ceiling, n + step)
             to, pred = limit, _hottest(predict(obs.rates, n0, limit))
             for m in range(n + 1, limit + 1):
@@ -365,7 +365,9 @@ def decide(policy: AutoscalePolicy, obs: Observation, state: PolicyState = Polic
                              f"{target:.4g}/s for {now - below_since:.0f} s (now {pred:.4g}/s)",  # type: ignore[operator]
                    shrink_to, changed, predicted=pred)
     # Hold: say what it waits for.
-    if cooling:
+    if blocked is not None:
+        why = blocked
+    elif cooling:
         why = f"cooldown: {policy.cooldown - (now - state.last_change):.0f} s left"  # type: ignore[operator]
     elif above:
         why = (f"hottest partition at {hottest:.4g}/s above {GROW_AT:.0%} of the target for "

@@ -26,7 +26,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Deque, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from ..autoscale import AutoscalePolicy, Decision, Observation, PolicyState, decide
@@ -262,7 +262,7 @@ class Autoscaler:
             fs[self.coordination_topic].result()
         except KafkaException as e:
             err = translate(e, f"creating the coordination topic {self.coordination_topic}", api="CreateTopics")
-            if not err.code == 36:  # TOPIC_ALREADY_EXISTS
+            if err.code != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise err from e
 
     # -- election
@@ -408,6 +408,9 @@ class Autoscaler:
             elif d.kind == "retire":
                 res = admin.retire(self.topic, self.policy.groups, delete_records=self.delete_records,
                                    expected_epoch=d.epoch)
+                if not res.retired:
+                    return replace(d, kind="hold", retire=frozenset(), reason="retire not applied: " + "; ".join(
+                        f"{q}: {why}" for q, why in sorted(res.still.items())))
                 if res.retired != d.retire:
                     d = replace(d, retire=frozenset(res.retired),
                                 reason=d.reason + f"; retired {sorted(res.retired)} (still draining: "
@@ -420,6 +423,12 @@ class Autoscaler:
             log.info("%s: %s not applied, the layout moved: %s", self.topic, d.kind, e)
             return replace(d, kind="hold", partitions_to=d.partitions, retire=frozenset(),
                            reason=f"{d.kind} not applied: the layout moved past epoch {d.epoch}")
+        except KafkaOrderedError as e:
+            # The cooldown the decision started is the back-off before the next attempt.
+            log.warning("%s: %s to %d failed (next attempt after the cooldown): %s", self.topic, d.kind,
+                        d.partitions_to, e)
+            return replace(d, kind="hold", partitions_to=d.partitions, retire=frozenset(),
+                           reason=f"{d.kind} failed: {e}")
 
     def _publish(self, d: Optional[Decision], now: float) -> None:
         if self._producer is None:
@@ -463,12 +472,12 @@ def autoscaler_status(admin: LayoutAdmin, topic: str, *, coordination_topic: Opt
     try:
         end = admin._offsets.end_offsets([tp])[tp]
         start = admin._offsets.start_offsets([tp])[tp]
-    except (UnknownTopicError, KafkaOrderedError):
+        if end <= start:
+            return None
+        records, _ = admin._offsets.read_from(tp, max(start, end - scan), end)
+    except UnknownTopicError:  # no autoscaler ever ran with this layout log
         return None
     latest: Optional[AutoscalerStatus] = None
-    if end <= start:
-        return None
-    records, _ = admin._offsets.read_from(tp, max(start, end - scan), end)
     for rec in records:
         if rec.key() != topic.encode():
             continue

@@ -283,6 +283,42 @@ def test_a_ramp_grows_shrinks_and_retires_in_order(
     assert m.leader is False and m.unit == "records"  # closed: no longer the leader
 
 
+def test_growth_beyond_the_cluster_s_capacity_is_a_warning_and_a_hold(
+    admin: LayoutAdmin, ordered_config: Dict[str, Any], unique: Callable[[str], str], embedded: bool,
+    make_consumer: Callable[..., OrderedConsumer], make_producer: Callable[..., OrderedProducer],
+    group_settings: Dict[str, Any], caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The embedded broker cannot add partitions: a grow past the spares is
+    refused by the plan; the autoscaler warns, grows into the spares it has
+    and then holds, still running."""
+    import logging
+
+    if not embedded:
+        pytest.skip("needs a broker without CreatePartitions (the embedded one)")
+    topic, group = unique("as-cap"), unique("g")
+    admin.create_topic(topic, 2, physical_partitions=4)
+    oracle, lock = OrderingOracle(), threading.Lock()
+    with caplog.at_level(logging.WARNING, logger="kafka_ordered.autoscale"), \
+            _ordered_readers(make_consumer, topic, group, oracle, lock, members=1), \
+            Load(make_producer, topic, oracle, lock, producers=1) as load:
+        load.rate = 30.0
+        _wait("the group's first commit", lambda: any(
+            o >= 0 for o in admin.committed(group, [(topic, 0), (topic, 1)]).values()), 30)
+        with Autoscaler({**ordered_config, **group_settings}, topic, _policy(group), interval=0.5,
+                        window=1.5) as scaler:
+            scaler.start()
+            load.rate = 900.0
+            _wait("a grow into the spares", lambda: admin.layout(topic).partitions == 4, 30, scaler)
+            _wait("a hold at capacity", lambda: "capacity for this topic (4)" in scaler.decisions[-1].reason, 20,
+                  scaler)
+            assert scaler._thread is not None and scaler._thread.is_alive()
+            refused = [d for d in scaler.decisions if "the cluster cannot take it" in d.reason]
+    assert refused and refused[0].kind == "hold" and refused[0].partitions_to == 2
+    assert "CreatePartitions" in refused[0].reason
+    assert any("cannot grow to 8 partitions, growth stops at 4" in r.getMessage() for r in caplog.records)
+    assert admin.layout(topic).partitions == 4
+
+
 # -- the command line: several processes, one acts; SIGKILL of the acting one; dry run
 
 

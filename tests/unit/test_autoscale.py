@@ -307,9 +307,14 @@ def test_retires_drained_partitions_at_once_without_cooldown() -> None:
     assert "4, 5" in d.reason
 
 
-def test_a_needed_grow_comes_before_a_retire() -> None:
+def test_a_needed_grow_comes_before_a_retire_and_a_blocked_one_does_not_block_it() -> None:
     d = decide(policy(), obs(100, [900.0] * 4, drained=frozenset({4})), PolicyState(above_since=0.0))
     assert d.kind == "grow"
+    at_max = policy(max_partitions=4)
+    d = decide(at_max, obs(100, [900.0] * 4, drained=frozenset({4})), PolicyState(above_since=0.0))
+    assert d.kind == "retire" and d.retire == {4}
+    d = decide(at_max, obs(100, [900.0] * 4), d.state)
+    assert d.kind == "hold" and "max_partitions (4)" in d.reason
 
 
 def test_a_topic_outside_the_bounds_walks_back_in() -> None:
@@ -326,3 +331,26 @@ def test_decisions_are_pure_and_serialisable() -> None:
     assert a == b
     d = a.to_dict()
     assert d["kind"] == "grow" and d["partitions_to"] == 8 and d["unit"] == "records" and "state" not in d
+
+
+# -- the exporter
+
+
+def test_prometheus_exports_the_autoscaler_metrics() -> None:
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from kafka_ordered.metrics import AutoscalerMetrics
+    from kafka_ordered.prometheus import OrderedCollector
+
+    class Fake:
+        def ordered_metrics(self) -> AutoscalerMetrics:
+            return AutoscalerMetrics("orders", "autoscaler-a", True, "records", {0: 120.5, 1: 80.0},
+                                     {"grow": 2, "hold": 7}, 1700000000.0, "grow")
+
+    registry = prometheus_client.CollectorRegistry()
+    OrderedCollector.register(Fake(), registry=registry)
+    text = prometheus_client.generate_latest(registry).decode()
+    assert 'kafka_ordered_autoscaler_rate{partition="0",topic="orders",unit="records"} 120.5' in text
+    assert 'kafka_ordered_autoscaler_decisions_total{kind="grow",topic="orders"} 2.0' in text
+    assert 'kafka_ordered_autoscaler_decisions_total{kind="shrink",topic="orders"} 0.0' in text
+    assert 'kafka_ordered_autoscaler_last_decision{topic="orders"} 1.7e+09' in text
+    assert 'kafka_ordered_autoscaler_leader{autoscaler="autoscaler-a",topic="orders"} 1.0' in text
