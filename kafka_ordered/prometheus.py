@@ -135,8 +135,8 @@ class OrderedCollector(Collector):
                                    "1 when this autoscaler acts for the topic, 0 on a standby",
                                    labels=["topic", "autoscaler"])
         for a in scalers:
-            for p, r in sorted(a.rates.items()):
-                rate.add_metric([a.topic, str(p), a.unit], r)
+            for partition, r in sorted(a.rates.items()):
+                rate.add_metric([a.topic, str(partition), a.unit], r)
             for kind in ("grow", "shrink", "retire", "hold"):
                 kinds.add_metric([a.topic, kind], a.decisions.get(kind, 0))
             if a.last_decision_time is not None:

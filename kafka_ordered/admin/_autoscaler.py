@@ -29,6 +29,7 @@ from typing import Any, Callable, Deque, Dict, FrozenSet, List, Mapping, Optiona
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from .._kafka import topic_exists
 from ..autoscale import AutoscalePolicy, Decision, Observation, PolicyState, decide
 from ..config import internal_config, split_config
 from ..errors import (
@@ -410,11 +411,11 @@ class Autoscaler:
                                    expected_epoch=d.epoch)
                 if not res.retired:
                     return replace(d, kind="hold", retire=frozenset(), reason="retire not applied: " + "; ".join(
-                        f"{q}: {why}" for q, why in sorted(res.still.items())))
+                        f"{q}: {why}" for q, why in sorted(res.still_draining.items())))
                 if res.retired != d.retire:
                     d = replace(d, retire=frozenset(res.retired),
                                 reason=d.reason + f"; retired {sorted(res.retired)} (still draining: "
-                                                  f"{', '.join(f'{q}: {why}' for q, why in sorted(res.still.items()))})")
+                                                  f"{', '.join(f'{q}: {why}' for q, why in sorted(res.still_draining.items()))})")
             log.info("%s: %s applied at epoch %d: %s", self.topic, d.kind, d.epoch, d.reason)
             return d
         except ConcurrentLayoutChangeError as e:
@@ -469,13 +470,15 @@ def autoscaler_status(admin: LayoutAdmin, topic: str, *, coordination_topic: Opt
     is none (no autoscaler ran, or the coordination topic does not exist)."""
     ctopic = coordination_topic or coordination_topic_for(admin.layout_topic)
     tp = (ctopic, 0)
+    if not topic_exists(admin._admin, ctopic, admin.timeout):
+        return None  # no autoscaler ever ran with this layout log
     try:
         end = admin._offsets.end_offsets([tp])[tp]
         start = admin._offsets.start_offsets([tp])[tp]
         if end <= start:
             return None
         records, _ = admin._offsets.read_from(tp, max(start, end - scan), end)
-    except UnknownTopicError:  # no autoscaler ever ran with this layout log
+    except UnknownTopicError:  # deleted meanwhile
         return None
     latest: Optional[AutoscalerStatus] = None
     for rec in records:
