@@ -318,7 +318,9 @@ def decide(policy: AutoscalePolicy, obs: Observation, state: PolicyState = Polic
         below_since, shrink_to = None, None
     else:
         below_since = state.below_since if state.below_since is not None else now
-        shrink_to = max(minimal, state.shrink_to or minimal)
+        # (a remembered count at or above n is from before someone else changed the topic)
+        remembered = state.shrink_to if state.shrink_to is not None and state.shrink_to < n else minimal
+        shrink_to = max(minimal, remembered)
     st = PolicyState(above_since, below_since, shrink_to, state.last_change)
     cooling = state.last_change is not None and now - state.last_change < policy.cooldown
     pending = None if obs.gates_pending_since is None else max(0.0, now - obs.gates_pending_since)

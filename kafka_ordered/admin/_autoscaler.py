@@ -156,6 +156,7 @@ class Autoscaler:
         self._state = PolicyState()
         self._samples: Deque[Tuple[float, Dict[int, int], Dict[int, int]]] = collections.deque()
         self._sample_epoch: Optional[int] = None
+        self._partitions: Optional[int] = None
         self._rates: Dict[int, float] = {}
         self._capacity: Optional[Tuple[int, float]] = None  # (limit, found at)
         self._last_status = -math.inf
@@ -312,6 +313,10 @@ class Autoscaler:
         if obs is None:
             return None
         state = self._state
+        if self._partitions is not None and cur.partitions != self._partitions:
+            # The count changed (by us, or by hand): the load runs measured before it are void.
+            state = replace(state, above_since=None, below_since=None, shrink_to=None)
+        self._partitions = cur.partitions
         last_change = self._last_change(admin)
         if last_change is not None and (state.last_change is None or last_change > state.last_change):
             state = replace(state, last_change=last_change)

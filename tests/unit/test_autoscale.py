@@ -235,6 +235,12 @@ def test_shrinks_after_scale_down_after_to_the_largest_minimal_count_of_the_run(
     assert "600 s" in d.reason and d.state.last_change == 600
 
 
+def test_a_run_remembered_from_a_larger_count_never_shrinks_to_the_current_one() -> None:
+    # The topic was shrunk by hand from 8 to 6 while the run remembered 6.
+    d = decide(policy(scale_down_after=0), obs(0, [10.0] * 6), PolicyState(below_since=-5.0, shrink_to=6))
+    assert d.kind == "shrink" and d.partitions_to == 4
+
+
 def test_hysteresis_no_flapping_between_grow_and_shrink() -> None:
     """A load that stays inside the band never changes the topic."""
     p = policy(scale_up_after=0, scale_down_after=0, cooldown=0)
