@@ -25,6 +25,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
 from .._environment import BOOTSTRAP_ENV
+from ..autoscale import AutoscalePolicy
 from ..errors import BrokerUnavailableError, ConfigError, KafkaOrderedError
 from . import _render
 from ._properties import parse_properties
@@ -352,13 +353,13 @@ def _autoscale_line(args: argparse.Namespace, scaler: Any, event: str, decision:
 
 def cmd_autoscale(args: argparse.Namespace) -> int:
     from ..admin import Autoscaler
-    from ..autoscale import AutoscalePolicy
 
+    given = {k: v for k, v in (("scale_up_after", args.scale_up_after), ("scale_down_after", args.scale_down_after),
+                               ("cooldown", args.cooldown)) if v is not None}
     policy = AutoscalePolicy(
         min_partitions=args.min, max_partitions=args.max,
         target_records_per_s=args.target_records_per_partition, target_bytes_per_s=args.target_bytes_per_partition,
-        scale_up_after=args.scale_up_after, scale_down_after=args.scale_down_after, cooldown=args.cooldown,
-        max_step=args.max_step, groups=tuple(args.group or ()),
+        max_step=args.max_step, groups=tuple(args.group or ()), **given,
     )
     args.resolved_config = _config(args)
     stop = {"now": False}
@@ -613,12 +614,13 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--group", "-g", action="append", metavar="G",
                     help="consumer group whose lag and gates count and that must consume a shrunk partition "
                          "before it is retired (repeatable)")
-    sp.add_argument("--scale-up-after", type=float, default=60.0, metavar="S",
-                    help="seconds the load must stay high before a grow (default 60)")
-    sp.add_argument("--scale-down-after", type=float, default=600.0, metavar="S",
-                    help="seconds the load must stay low before a shrink (default 600)")
-    sp.add_argument("--cooldown", type=float, default=120.0, metavar="S",
-                    help="seconds after a grow or shrink before the next one (default 120)")
+    defaults = {f.name: f.default for f in dataclasses.fields(AutoscalePolicy)}
+    sp.add_argument("--scale-up-after", type=float, metavar="S",
+                    help=f"seconds the load must stay high before a grow (default {defaults['scale_up_after']:g})")
+    sp.add_argument("--scale-down-after", type=float, metavar="S",
+                    help=f"seconds the load must stay low before a shrink (default {defaults['scale_down_after']:g})")
+    sp.add_argument("--cooldown", type=float, metavar="S",
+                    help=f"seconds after a grow or shrink before the next one (default {defaults['cooldown']:g})")
     sp.add_argument("--max-step", type=int, metavar="N", help="most partitions added or removed at once "
                                                             "(default: no limit)")
     sp.add_argument("--interval", type=float, default=10.0, metavar="S",

@@ -177,3 +177,32 @@ def test_help_documents_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         cli.main(["expand", "--help"])
     assert "exit codes" in capsys.readouterr().out
+
+
+# -- autoscale: a bad policy or size fails before any connection
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--min", "8", "--max", "2", "--target-records-per-partition", "100"], "min_partitions (8) is above max_partitions (2)"),
+    (["--min", "2", "--max", "8", "--target-records-per-partition", "0"], "target_records_per_s must be > 0"),
+    (["--min", "2", "--max", "8", "--target-records-per-partition", "100", "--cooldown", "-1"], "cooldown must be >= 0"),
+])
+def test_autoscale_bad_policy_is_one_config_error(capsys: pytest.CaptureFixture[str], extra: List[str],
+                                                  words: str) -> None:
+    code, out, err = _run(capsys, ["autoscale", "t", *extra, "--json", *NOWHERE])
+    assert code == 2, err
+    e = json.loads(out)["error"]
+    assert e["type"] == "ConfigError" and words in e["message"]
+
+
+def test_autoscale_sizes_and_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert [cli._size_arg(t) for t in ("5000000", "5MB", "4MiB", "512k", "1.5 GB")] == [5e6, 5e6, 4 * 2**20,
+                                                                                       512e3, 1.5e9]
+    code, out, err = _run(capsys, ["autoscale", "t", "--min", "2", "--max", "8", "--target-bytes-per-partition",
+                                   "5XB", *NOWHERE])
+    assert code == 2 and "expected a size such as 5MB" in err
+    code, out, err = _run(capsys, ["autoscale", "t", "--min", "2", "--max", "8", *NOWHERE])
+    assert code == 2 and "one of the arguments --target-records-per-partition --target-bytes-per-partition" in err
+    code, out, err = _run(capsys, ["autoscale", "t", "--min", "2", "--max", "8", "--target-records-per-partition",
+                                   "1", "--target-bytes-per-partition", "1MB", *NOWHERE])
+    assert code == 2 and "not allowed with argument" in err
