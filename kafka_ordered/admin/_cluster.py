@@ -606,6 +606,8 @@ def log_sizes(kp_admin: Any, topic: str) -> Dict[int, int]:
                 if (t.get("name") or t.get("topic")) != topic:
                     continue
                 for p in t.get("partitions", ()):
+                    if p.get("is_future_key"):  # a replica being moved between log dirs
+                        continue
                     idx = p.get("partition_index", p.get("partition"))
                     size = p.get("partition_size", p.get("size"))
                     if idx is not None and size is not None and size >= 0:

@@ -121,3 +121,47 @@ def test_bad_arguments_fail_at_construction() -> None:
         scaler(interval=0)
     with pytest.raises(Exception, match="unknown configuration key 'ordered.nope'"):
         Autoscaler({"ordered.nope": 1}, "orders", scaler().policy)
+
+
+# -- log sizes (DescribeLogDirs through kafka-python)
+
+
+class FakeLogDirs:
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    def describe_log_dirs(self, topic_partitions: Any = None) -> Any:
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
+def _part(i: int, size: int, future: bool = False) -> Dict[str, Any]:
+    return {"partition_index": i, "partition_size": size, "offset_lag": 0, "is_future_key": future}
+
+
+def test_log_sizes_take_the_largest_current_replica_of_each_partition() -> None:
+    from kafka_ordered.admin import _cluster
+
+    answer = [
+        {"broker": 1, "log_dirs": [{"error_code": 0, "log_dir": "/a", "topics": [
+            {"name": "orders", "partitions": [_part(0, 100), _part(1, 50)]},
+            {"name": "other", "partitions": [_part(0, 999)]}]}]},
+        {"broker": 2, "log_dirs": [
+            {"error_code": 0, "log_dir": "/b", "topics": [
+                {"name": "orders", "partitions": [_part(0, 90), _part(1, 70), _part(2, 999, future=True)]}]},
+            {"error_code": 57, "log_dir": "/c", "topics": [{"name": "orders", "partitions": [_part(2, 5000)]}]}]},
+    ]
+    assert _cluster.log_sizes(FakeLogDirs(answer), "orders") == {0: 100, 1: 70}
+
+
+def test_no_log_sizes_is_an_unsupported_broker_api() -> None:
+    import kafka.errors as kerr
+
+    from kafka_ordered.admin import _cluster
+
+    for answer in ([], [{"broker": 1, "log_dirs": []}], kerr.IncompatibleBrokerVersion("too old"),
+                   ValueError("cannot parse")):
+        with pytest.raises(UnsupportedBrokerApiError) as e:
+            _cluster.log_sizes(FakeLogDirs(answer), "orders")
+        assert e.value.api == "DescribeLogDirs" and "target records per second" in str(e.value)
