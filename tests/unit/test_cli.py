@@ -206,3 +206,22 @@ def test_autoscale_sizes_and_usage(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(capsys, ["autoscale", "t", "--min", "2", "--max", "8", "--target-records-per-partition",
                                    "1", "--target-bytes-per-partition", "1MB", *NOWHERE])
     assert code == 2 and "not allowed with argument" in err
+
+
+def test_autoscale_text_lines_and_describe_status() -> None:
+    from kafka_ordered.cli import _render
+
+    d = {"kind": "grow", "reason": "hot", "time": 0.0, "epoch": 3, "partitions": 2, "partitions_to": 4, "retire": [],
+         "hottest": 1.0, "predicted_hottest": 0.5, "total": 2.0, "target": 1.0, "unit": "records"}
+    assert _render.autoscaler_lines(None) == ["autoscaler: none has written a status"]
+    assert _render.autoscaler_lines({"topic": "t", "autoscaler_id": "a-1", "host": "h", "pid": 3, "time": 0.0,
+                                     "decision": d}) == [
+        "autoscaler: a-1 (host h, pid 3), status at 1970-01-01T00:00:00Z",
+        "  last decision at 1970-01-01T00:00:00Z: grow 2 -> 4 (epoch 3): hot"]
+    line = {"event": "decision", "time": 0.0, "topic": "t", "autoscaler_id": "a", "leader": True, "dry_run": False,
+            "decision": {**d, "kind": "retire", "retire": [4, 5]}}
+    assert _render.autoscale_event_text(line) == "1970-01-01T00:00:00Z t [leader] retire 4,5 (epoch 3): hot"
+    assert _render.autoscale_event_text({**line, "event": "standby", "leader": False, "decision": None}).endswith(
+        "[standby] another autoscaler acts; this one stands by")
+    assert "[dry run] hold at 2" in _render.autoscale_event_text(
+        {**line, "dry_run": True, "decision": {**d, "kind": "hold"}})
