@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Deque, Dict, FrozenSet, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
@@ -39,7 +39,6 @@ from ..errors import (
     KafkaOrderedError,
     PlacementError,
     UnknownTopicError,
-    UnsupportedBrokerApiError,
     translate,
 )
 from ..layout import Layout
