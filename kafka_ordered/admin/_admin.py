@@ -433,6 +433,8 @@ class LayoutAdmin:
 
     @staticmethod
     def _check_epoch(cur: Layout, expected: Optional[int], op: str) -> None:
+        if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)):
+            raise TypeError(f"expected_epoch must be an int, got {expected!r}")
         if expected is not None and cur.epoch != expected:
             raise ConcurrentLayoutChangeError(
                 f"{op} of {cur.topic} was decided on layout epoch {expected} but the layout is now at epoch "

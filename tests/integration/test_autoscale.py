@@ -95,6 +95,8 @@ def test_an_action_applies_only_at_the_epoch_it_was_decided_on(
                     lambda: admin.retire(topic, expected_epoch=cur.epoch)):
             with pytest.raises(ConcurrentLayoutChangeError, match=f"decided on layout epoch {cur.epoch}"):
                 act()
+    with pytest.raises(TypeError, match="expected_epoch must be an int"):
+        admin.shrink(topic, 2, expected_epoch="2")  # type: ignore[arg-type]
     now = admin.layout(topic)
     assert (now.epoch, now.partitions) == (cur.epoch + 1, 3)
     assert admin.shrink(topic, 2, expected_epoch=now.epoch).partitions == 2
