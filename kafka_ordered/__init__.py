@@ -1,7 +1,8 @@
 """kafka-ordered: per-key ordered delivery across Kafka partition expansion
 and shrinking, on unmodified brokers (KIP-253 from the client side).
 
-Start with :class:`LayoutAdmin` (create/adopt/expand/shrink/retire/describe),
+Start with :class:`LayoutAdmin` (create/adopt/expand/shrink/retire/describe)
+or :class:`Autoscaler` (the topic sizes itself under an :class:`AutoscalePolicy`),
 :class:`OrderedProducer` and :class:`OrderedConsumer` (drop-in wrappers of
 confluent-kafka's clients); kafka-python users import
 ``kafka_ordered.kafka_python``; Spark users ``spark_connector``. The embedded
@@ -10,6 +11,7 @@ broker, ordering oracle, simulation and demo used by tests live in
 """
 
 from .admin import (
+    Autoscaler,
     ExpansionPlan,
     ExpansionResult,
     GroupGateState,
@@ -18,6 +20,7 @@ from .admin import (
     RetireResult,
     TopicDescription,
 )
+from .autoscale import AutoscalePolicy, Decision
 from .confluent import OrderedConsumer, OrderedProducer
 from .errors import (
     AuthenticationError,
@@ -75,6 +78,9 @@ __all__ = [
     "ExpansionPlan",
     "ExpansionResult",
     "HealResult",
+    "Autoscaler",
+    "AutoscalePolicy",
+    "Decision",
     "LayoutLog",
     "LayoutFollower",
     "LayoutHistory",

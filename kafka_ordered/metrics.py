@@ -17,6 +17,7 @@ __all__ = [
     "WaitHistogram",
     "ConsumerMetrics",
     "ProducerMetrics",
+    "AutoscalerMetrics",
 ]
 
 #: Upper bounds (seconds) of the gate-wait histogram buckets.
@@ -131,3 +132,25 @@ class ProducerMetrics:
     records_buffered: int = 0
     layout_view: Optional[LayoutViewMetrics] = None
     client_id: str = ""
+
+
+@dataclass(frozen=True)
+class AutoscalerMetrics:
+    """An autoscaler's state (:meth:`kafka_ordered.Autoscaler.ordered_metrics`).
+
+    ``leader``: whether this instance is the one that acts (the others are
+    standbys); ``rates``: the observed produce rate per undeleted partition
+    in ``unit`` (``"records"`` or ``"bytes"``) per second; ``decisions``:
+    decisions taken so far by kind (``grow``, ``shrink``, ``retire``,
+    ``hold``); ``last_decision_time``: wall-clock time of the latest
+    decision (``None`` before one); ``last_decision``: its kind.
+    """
+
+    topic: str
+    autoscaler_id: str
+    leader: bool
+    unit: str
+    rates: Mapping[int, float]
+    decisions: Mapping[str, int]
+    last_decision_time: Optional[float]
+    last_decision: Optional[str]

@@ -5,7 +5,7 @@
     from prometheus_client import start_http_server
     from kafka_ordered.prometheus import OrderedCollector
 
-    collector = OrderedCollector.register(consumer, producer)  # default registry
+    collector = OrderedCollector.register(consumer, producer, autoscaler)  # default registry
     start_http_server(8000)
 
 The collector reads each client's ``ordered_metrics()`` at scrape time, so it
@@ -15,33 +15,7 @@ Prometheus conventions; every series carries ``client_id`` (the client's
 ``client.id``, or one generated per client as Kafka's Java clients do), so
 two clients of one group in a process give two series:
 
-================================================  =========  =====================================================
-metric                                            type       labels
-================================================  =========  =====================================================
-``kafka_ordered_gates_closed``                    gauge      ``client_id``, ``group``, ``topic``, ``partition``
-``kafka_ordered_gate_held_seconds``               gauge      ``client_id``, ``group``, ``topic``, ``partition``
-``kafka_ordered_records_held_back``               gauge      ``client_id``, ``group``, ``topic``, ``partition``
-``kafka_ordered_gate_source_records_lag``         gauge      ``client_id``, ``group``, ``topic``, ``partition``,
-                                                             ``source_partition``
-``kafka_ordered_gate_source_records_lag_max``     gauge      ``client_id``, ``group``
-``kafka_ordered_records_lag``                     gauge      ``client_id``, ``group``, ``topic``, ``partition``
-``kafka_ordered_records_lag_max``                 gauge      ``client_id``, ``group``
-``kafka_ordered_gate_wait_seconds``               histogram  ``client_id``, ``group``
-``kafka_ordered_switch_pause_seconds``            summary    ``client_id``, ``producer``
-``kafka_ordered_records_buffered``                gauge      ``client_id``, ``producer``
-``kafka_ordered_layout_epoch``                    gauge      ``client_id``, ``topic``
-``kafka_ordered_layout_view_lag``                 gauge      ``client_id`` (records)
-``kafka_ordered_layout_view_age_seconds``         gauge      ``client_id``
-================================================  =========  =====================================================
-
-``records_held_back``: records at or past a closed gate's start, waiting
-behind it (what ``kafka-ordered describe --group`` shows as "holding N
-record(s)"). ``gate_source_records_lag``: per source partition of a closed
-gate, records the group must still process there before the gate opens
-(wait offset - processed offset). ``records_lag`` / ``records_lag_max``:
-Kafka's consumer ``records-lag`` / ``records-lag-max``, log end - position
-of each owned partition and their maximum.
-"""
+================================================  =========  =============================================="""
 
 from __future__ import annotations
 
@@ -50,6 +24,7 @@ from typing import Any, Iterator, List, Optional
 try:
     from prometheus_client import REGISTRY
     from prometheus_client.core import (
+        CounterMetricFamily,
         GaugeMetricFamily,
         HistogramMetricFamily,
         Metric,
@@ -61,14 +36,15 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
         "kafka_ordered.prometheus needs prometheus_client: pip install 'kafka-ordered[prometheus]'"
     ) from e
 
-from .metrics import ConsumerMetrics, LayoutViewMetrics, ProducerMetrics
+from .metrics import AutoscalerMetrics, ConsumerMetrics, LayoutViewMetrics, ProducerMetrics
 
 __all__ = ["OrderedCollector"]
 
 
 class OrderedCollector(Collector):
     """A Prometheus collector over kafka-ordered clients (anything with
-    ``ordered_metrics()``: both clients' producers and consumers)."""
+    ``ordered_metrics()``: both clients' producers and consumers, and
+    :class:`~kafka_ordered.Autoscaler`)."""
 
     def __init__(self, *clients: Any) -> None:
         self.clients: List[Any] = list(clients)
@@ -87,6 +63,8 @@ class OrderedCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         snaps = [c.ordered_metrics() for c in self.clients]
+        scalers = [s for s in snaps if isinstance(s, AutoscalerMetrics)]
+        snaps = [s for s in snaps if not isinstance(s, AutoscalerMetrics)]
         consumers = [s for s in snaps if isinstance(s, ConsumerMetrics)]
         producers = [s for s in snaps if isinstance(s, ProducerMetrics)]
 
@@ -154,3 +132,22 @@ class OrderedCollector(Collector):
                 view_lag.add_metric([s.client_id], view.lag)
                 age.add_metric([s.client_id], view.age_s)
         yield from (epoch, view_lag, age)
+
+        rate = GaugeMetricFamily("kafka_ordered_autoscaler_rate", "Observed produce rate per undeleted partition "
+                                 "(per second, in records or bytes)", labels=["topic", "partition", "unit"])
+        kinds = CounterMetricFamily("kafka_ordered_autoscaler_decisions", "Autoscaler decisions by kind",
+                                    labels=["topic", "kind"])
+        last = GaugeMetricFamily("kafka_ordered_autoscaler_last_decision",
+                                 "Unix time of the autoscaler's latest decision", labels=["topic"])
+        leader = GaugeMetricFamily("kafka_ordered_autoscaler_leader",
+                                   "1 when this autoscaler acts for the topic, 0 on a standby",
+                                   labels=["topic", "autoscaler"])
+        for a in scalers:
+            for partition, r in sorted(a.rates.items()):
+                rate.add_metric([a.topic, str(partition), a.unit], r)
+            for kind in ("grow", "shrink", "retire", "hold"):
+                kinds.add_metric([a.topic, kind], a.decisions.get(kind, 0))
+            if a.last_decision_time is not None:
+                last.add_metric([a.topic], a.last_decision_time)
+            leader.add_metric([a.topic, a.autoscaler_id], 1 if a.leader else 0)
+        yield from (rate, kinds, last, leader)

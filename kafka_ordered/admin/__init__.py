@@ -9,11 +9,14 @@ expansion reuses them.
 
 Inside: ``_admin`` (layout operations), ``_results`` (result types),
 ``_replicas`` (replica placement orchestration over the pure
-:mod:`kafka_ordered.placement`), ``_cluster`` (raw ``AdminClient`` I/O).
+:mod:`kafka_ordered.placement`), ``_cluster`` (raw ``AdminClient`` I/O),
+``_autoscaler`` (:class:`Autoscaler`: the pure :mod:`kafka_ordered.autoscale`
+policy applied through :class:`LayoutAdmin`).
 Nothing here prints; the CLI renders results.
 """
 
 from ._admin import LayoutAdmin
+from ._autoscaler import Autoscaler, AutoscalerStatus, autoscaler_status, coordination_topic_for
 from ._results import (
     AdoptResult,
     ClusterState,
@@ -47,4 +50,8 @@ __all__ = [
     "ElectionResult",
     "ReassignmentResult",
     "ClusterState",
+    "Autoscaler",
+    "AutoscalerStatus",
+    "autoscaler_status",
+    "coordination_topic_for",
 ]

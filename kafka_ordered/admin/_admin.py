@@ -334,6 +334,7 @@ class LayoutAdmin:
         min_required_replication_factor: Optional[MinRequiredReplicationFactor] = None,
         ignore_racks: bool = False,
         elect_leaders: bool = False,
+        expected_epoch: Optional[int] = None,
     ) -> Layout:
         """Grow the undeleted partition count to ``partitions``.
 
@@ -350,11 +351,18 @@ class LayoutAdmin:
         that became undeleted afterwards; the results are in
         :meth:`expand_with_report`'s :class:`ExpansionResult` (this method
         returns only the layout).
+
+        ``expected_epoch``: apply only if the topic's layout is still at this
+        epoch (the one the caller decided on), else raise
+        :class:`ConcurrentLayoutChangeError` before anything changes; two
+        callers that expect the same epoch cannot both apply (the layout log's
+        first claim of the next epoch wins). The same keyword on
+        :meth:`shrink` and :meth:`retire`.
         """
         return self.expand_with_report(
             topic, partitions, max_partitions=max_partitions,
             min_required_replication_factor=min_required_replication_factor, ignore_racks=ignore_racks,
-            elect_leaders=elect_leaders,
+            elect_leaders=elect_leaders, expected_epoch=expected_epoch,
         ).layout
 
     def expand_with_report(
@@ -366,6 +374,7 @@ class LayoutAdmin:
         min_required_replication_factor: Optional[MinRequiredReplicationFactor] = None,
         ignore_racks: bool = False,
         elect_leaders: bool = False,
+        expected_epoch: Optional[int] = None,
     ) -> ExpansionResult:
         """:meth:`expand`, returning the layout with the :class:`ExpansionPlan`
         applied and, with ``elect_leaders=True``, one :class:`ElectionResult`
@@ -374,6 +383,7 @@ class LayoutAdmin:
         not raised: the expansion was applied (``result.ok`` is False)."""
         xp = self._plan_expansion(topic, partitions, max_partitions, min_required_replication_factor,
                                   ignore_racks, read_cluster=False)
+        self._check_epoch(xp.current, expected_epoch, "expand")
         if xp.placement is not None:
             try:
                 if xp.explicit_assignment:
@@ -414,12 +424,27 @@ class LayoutAdmin:
         return self._check_create_partitions(self._plan_expansion(
             topic, partitions, max_partitions, min_required_replication_factor, ignore_racks, read_cluster=True))
 
-    def shrink(self, topic: str, partitions: int) -> Layout:
+    def shrink(self, topic: str, partitions: int, *, expected_epoch: Optional[int] = None) -> Layout:
         """Reduce the undeleted partition count to ``partitions`` (never below
-        the initial count); the removed partitions become draining."""
-        return self._append(self.layout(topic).shrunk(partitions), "shrink")
+        the initial count); the removed partitions become draining.
+        ``expected_epoch`` as in :meth:`expand`."""
+        cur = self.layout(topic)
+        self._check_epoch(cur, expected_epoch, "shrink")
+        return self._append(cur.shrunk(partitions), "shrink")
 
-    def retire(self, topic: str, groups: _args.GroupIds = (), *, delete_records: bool = False) -> RetireResult:
+    @staticmethod
+    def _check_epoch(cur: Layout, expected: Optional[int], op: str) -> None:
+        if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)):
+            raise TypeError(f"expected_epoch must be an int, got {expected!r}")
+        if expected is not None and cur.epoch != expected:
+            raise ConcurrentLayoutChangeError(
+                f"{op} of {cur.topic} was decided on layout epoch {expected} but the layout is now at epoch "
+                f"{cur.epoch} ({cur.partitions} partitions); this {op} was not applied. Re-read the layout and "
+                "decide again."
+            )
+
+    def retire(self, topic: str, groups: _args.GroupIds = (), *, delete_records: bool = False,
+               expected_epoch: Optional[int] = None) -> RetireResult:
         """Turn draining partitions that are empty, or fully consumed by every
         group in ``groups``, into spares.
 
@@ -428,10 +453,12 @@ class LayoutAdmin:
 
         With ``delete_records=True`` the records of retired partitions are
         deleted (DeleteRecords; raises :class:`UnsupportedBrokerApiError` on
-        brokers without it, before anything changes).
+        brokers without it, before anything changes). ``expected_epoch`` as
+        in :meth:`expand`.
         """
         wanted = _args.group_ids(groups)
         cur = self.layout(topic)
+        self._check_epoch(cur, expected_epoch, "retire")
         draining = sorted(cur.draining)
         if not draining:
             return RetireResult(cur, frozenset(), {})

@@ -57,6 +57,9 @@ __all__ = [
     "topic_config",
     "elect_preferred_leaders",
     "describe_group",
+    "list_groups",
+    "log_dir_admin",
+    "log_sizes",
 ]
 
 AdminLike = Union[AdminClient, Mapping[str, Any]]
@@ -539,3 +542,78 @@ def sample_keys(conf: Mapping[str, Any], topic: str, partitions: int, per_partit
     finally:
         c.close()
     return out
+
+
+# -- groups and log sizes (the autoscaler's signals)
+
+
+def list_groups(admin: AdminLike, *, timeout: float = 10.0) -> set:
+    """The ids of every consumer group the cluster lists (ListGroups)."""
+    client = _client(admin)
+    try:
+        res = client.list_consumer_groups(request_timeout=timeout).result(timeout + 1)
+    except Exception as e:
+        raise translate(e, "listing consumer groups", api="ListGroups") from e
+    return {str(g.group_id) for g in res.valid}
+
+
+_LOG_DIRS_API = "DescribeLogDirs"
+
+
+def log_dir_admin(config: Mapping[str, Any], timeout: float) -> Any:
+    """A kafka-python ``KafkaAdminClient`` for DescribeLogDirs (confluent-kafka
+    has no such call). Raises :class:`UnsupportedBrokerApiError` (api
+    ``"DescribeLogDirs"``) without kafka-python, ``BrokerUnavailableError``
+    when it cannot reach the cluster."""
+    try:
+        import kafka.errors as kerr
+        from kafka.admin import KafkaAdminClient
+    except Exception as e:
+        raise UnsupportedBrokerApiError(
+            "per-partition log sizes (DescribeLogDirs) are read through kafka-python, which is not installed: "
+            "pip install 'kafka-ordered[kafka-python]', or target records per second instead", api=_LOG_DIRS_API,
+        ) from e
+    kw = kafka_python_admin_config(config, timeout=timeout)
+    try:
+        return KafkaAdminClient(**kw)
+    except kerr.KafkaError as e:
+        raise BrokerUnavailableError(f"kafka-python could not reach {','.join(kw['bootstrap_servers'])} ({e})") from e
+
+
+def log_sizes(kp_admin: Any, topic: str) -> Dict[int, int]:
+    """Bytes on disk of each partition of ``topic`` (the largest replica), from
+    DescribeLogDirs through ``kp_admin`` (:func:`log_dir_admin`). Raises
+    :class:`UnsupportedBrokerApiError` (api ``"DescribeLogDirs"``) when the
+    broker does not report log sizes (no such API, an error for every log
+    directory, or no size for the topic)."""
+    import kafka.errors as kerr
+
+    why = ("the broker does not report log sizes (DescribeLogDirs); target records per second instead "
+           "(--target-records-per-partition)")
+    try:
+        answers = kp_admin.describe_log_dirs(topic_partitions=[topic])
+    except (kerr.IncompatibleBrokerVersion, kerr.UnsupportedVersionError, NotImplementedError) as e:
+        raise UnsupportedBrokerApiError(f"{topic}: {why}: {e}", api=_LOG_DIRS_API) from e
+    except kerr.KafkaError as e:
+        raise KafkaOrderedError(f"describing the log dirs of {topic}: {e}", code=getattr(e, "errno", None)) from e
+    except Exception as e:  # a broker that answers something kafka-python cannot parse
+        raise UnsupportedBrokerApiError(f"{topic}: {why}: {type(e).__name__}: {e}", api=_LOG_DIRS_API) from e
+    sizes: Dict[int, int] = {}
+    for broker in answers or ():
+        for d in broker.get("log_dirs", ()):
+            if d.get("error_code", 0):
+                continue
+            for t in d.get("topics", ()):
+                if (t.get("name") or t.get("topic")) != topic:
+                    continue
+                for p in t.get("partitions", ()):
+                    if p.get("is_future_key"):  # a replica being moved between log dirs
+                        continue
+                    idx = p.get("partition_index", p.get("partition"))
+                    size = p.get("partition_size", p.get("size"))
+                    if idx is not None and size is not None and size >= 0:
+                        sizes[int(idx)] = max(sizes.get(int(idx), 0), int(size))
+    if not sizes:
+        raise UnsupportedBrokerApiError(f"{topic}: {why}: no log directory reported a size for it",
+                                        api=_LOG_DIRS_API)
+    return sizes

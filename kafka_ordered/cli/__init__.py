@@ -26,6 +26,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
 from .._environment import BOOTSTRAP_ENV
+from ..autoscale import AutoscalePolicy
 from ..errors import BrokerUnavailableError, ConfigError, KafkaOrderedError
 from . import _render
 from ._properties import parse_properties
@@ -330,9 +331,12 @@ def cmd_unmanage(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
+    from ..admin import autoscaler_status
+
     with _admin(args) as admin:
         desc = admin.describe(args.topic, group=args.group)
-    data = desc.to_dict()
+        status = autoscaler_status(admin, args.topic)
+    data = {**desc.to_dict(), "autoscaler": status.to_dict() if status is not None else None}
     _emit(args, data, lambda: _render.description_text(data, args.group))
     return EXIT_OK
 
@@ -455,6 +459,81 @@ def cmd_consume(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     _render.note(f"Processed a total of {count} messages")
+    return EXIT_OK
+
+
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]i?b?|b)?\s*$", re.I)
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "ki": 1024, "kib": 1024, "m": 1e6, "mb": 1e6, "mi": 1024**2,
+          "mib": 1024**2, "g": 1e9, "gb": 1e9, "gi": 1024**3, "gib": 1024**3, "t": 1e12, "tb": 1e12,
+          "ti": 1024**4, "tib": 1024**4}
+
+
+def _size_arg(text: str) -> float:
+    """Bytes: ``5000000``, ``5MB``, ``4MiB``, ``512k`` (decimal k/M/G, binary Ki/Mi/Gi)."""
+    m = _SIZE.match(text)
+    if m is None:
+        raise argparse.ArgumentTypeError(f"expected a size such as 5MB, 4MiB or 1000000, got {text!r}")
+    return float(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
+
+
+def _autoscale_line(args: argparse.Namespace, scaler: Any, event: str, decision: Any = None) -> Dict[str, Any]:
+    return {"event": event, "time": time.time(), "topic": args.topic, "autoscaler_id": scaler.autoscaler_id,
+            "leader": scaler.is_leader, "dry_run": args.dry_run,
+            "decision": decision.to_dict() if decision is not None else None}
+
+
+def cmd_autoscale(args: argparse.Namespace) -> int:
+    from ..admin import Autoscaler
+
+    given = {k: v for k, v in (("scale_up_after", args.scale_up_after), ("scale_down_after", args.scale_down_after),
+                               ("cooldown", args.cooldown)) if v is not None}
+    policy = AutoscalePolicy(
+        min_partitions=args.min, max_partitions=args.max,
+        target_records_per_s=args.target_records_per_partition, target_bytes_per_s=args.target_bytes_per_partition,
+        max_step=args.max_step, groups=tuple(args.group or ()), **given,
+    )
+    args.resolved_config = _config(args)
+    stop = {"now": False}
+
+    def handler(signum: int, frame: Any) -> None:
+        stop["now"] = True
+
+    shown: Dict[str, Any] = {"hold": None, "at": 0.0}
+
+    def decided(d: Any) -> None:
+        if d.kind == "hold":
+            # Every change is shown; a hold when its reason changes, else once a minute.
+            gist = re.sub(r"[0-9.]+", "#", d.reason)
+            if gist == shown["hold"] and time.monotonic() - shown["at"] < 60:
+                return
+            shown["hold"], shown["at"] = gist, time.monotonic()
+        _render.autoscale_event(args.json, _autoscale_line(args, scaler, "decision", d))
+
+    scaler = Autoscaler(args.resolved_config, args.topic, policy, interval=args.interval, window=args.window,
+                        dry_run=args.dry_run, delete_records=args.delete_records, on_decision=decided)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    logger = logging.getLogger("kafka_ordered.autoscale")
+    saved = (logger.level, logger.propagate, list(logger.handlers))
+    if not args.debug:  # warnings (growth stopped by capacity, failed rounds) are shown without --debug
+        logger.handlers, logger.propagate = [_render.log_handler()], False
+        logger.setLevel(logging.WARNING)
+    try:
+        scaler.start()
+        _render.autoscale_event(args.json, _autoscale_line(args, scaler, "started"))
+        leader = scaler.is_leader
+        while not stop["now"]:
+            time.sleep(0.1)
+            if scaler.is_leader != leader:
+                leader = scaler.is_leader
+                _render.autoscale_event(args.json, _autoscale_line(args, scaler, "leader" if leader else "standby"))
+    finally:
+        scaler.close()
+        for sig, h in previous.items():
+            signal.signal(sig, h)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+        logger.handlers = saved[2]
+    _render.autoscale_event(args.json, _autoscale_line(args, scaler, "stopped"))
     return EXIT_OK
 
 
@@ -716,6 +795,38 @@ def _parser() -> argparse.ArgumentParser:
                     help="exit after COUNT records (committed first)")
     sp.add_argument("--print-key", action="store_true", help="print KEY<TAB>VALUE ('null' for a missing key)")
     sp.add_argument("--timeout-ms", type=int, metavar="MS", help="exit when no record arrived for MS milliseconds")
+
+    sp = add("autoscale", cmd_autoscale,
+             "grow and shrink the topic with its load, in the foreground (docs/howto/autoscale.md): one line per "
+             "decision (JSON lines with --json); several may run, one acts; SIGTERM/SIGINT stop it cleanly")
+    sp.add_argument("topic")
+    sp.add_argument("--min", type=int, required=True, metavar="N", help="fewest undeleted partitions "
+                    "(not below the topic's initial count)")
+    sp.add_argument("--max", type=int, required=True, metavar="N", help="most undeleted partitions")
+    target = sp.add_mutually_exclusive_group(required=True)
+    target.add_argument("--target-records-per-partition", type=float, metavar="N",
+                        help="records/s one partition should carry")
+    target.add_argument("--target-bytes-per-partition", type=_size_arg, metavar="SIZE",
+                        help="bytes/s one partition should carry (5MB, 4MiB; needs DescribeLogDirs)")
+    sp.add_argument("--group", "-g", action="append", metavar="G",
+                    help="consumer group whose lag and gates count and that must consume a shrunk partition "
+                         "before it is retired (repeatable)")
+    defaults = {f.name: f.default for f in dataclasses.fields(AutoscalePolicy)}
+    sp.add_argument("--scale-up-after", type=float, metavar="S",
+                    help=f"seconds the load must stay high before a grow (default {defaults['scale_up_after']:g})")
+    sp.add_argument("--scale-down-after", type=float, metavar="S",
+                    help=f"seconds the load must stay low before a shrink (default {defaults['scale_down_after']:g})")
+    sp.add_argument("--cooldown", type=float, metavar="S",
+                    help=f"seconds after a grow or shrink before the next one (default {defaults['cooldown']:g})")
+    sp.add_argument("--max-step", type=int, metavar="N", help="most partitions added or removed at once "
+                                                            "(default: no limit)")
+    sp.add_argument("--interval", type=float, default=10.0, metavar="S",
+                    help="seconds between observations (default 10)")
+    sp.add_argument("--window", type=float, metavar="S", help="seconds rates are measured over "
+                                                            "(default 3 x interval)")
+    sp.add_argument("--delete-records", action="store_true",
+                    help="retire with DeleteRecords (brokers that support it, e.g. Apache Kafka)")
+    sp.add_argument("--dry-run", action="store_true", help="decide and log, change nothing")
 
     add("upgrade-protocol", cmd_upgrade_protocol,
         "move a layout log written by kafka-ordered < protocol 2 (settle pause) to the causal-token protocol; "

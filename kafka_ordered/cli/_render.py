@@ -45,6 +45,9 @@ __all__ = [
     "topics_text",
     "group_lines",
     "demo_table",
+    "autoscale_event",
+    "autoscale_event_text",
+    "autoscaler_lines",
 ]
 
 
@@ -274,9 +277,45 @@ def description_text(data: Mapping[str, Any], group: Optional[str]) -> str:
     if data["problems"]:
         lines.append("layout log problems:")
         lines += [f"  offset {p['offset']}: {p['reason']}" for p in data["problems"]]
+    lines += autoscaler_lines(data.get("autoscaler"))
     if group:
         lines += group_lines(data, group)
     return "\n".join(lines)
+
+
+def autoscaler_lines(status: Optional[Mapping[str, Any]]) -> List[str]:
+    """The autoscaler part of ``describe``: who acts and its last decision."""
+    if status is None:
+        return ["autoscaler: none has written a status"]
+    lines = [f"autoscaler: {status['autoscaler_id']} (host {status['host']}, pid {status['pid']}), "
+             f"status at {_wall(status['time'])}"]
+    d = status["decision"]
+    if d is not None:
+        lines.append(f"  last decision at {_wall(d['time'])}: {_decision_words(d)}")
+    return lines
+
+
+def _decision_words(d: Mapping[str, Any]) -> str:
+    what = {"grow": f"grow {d['partitions']} -> {d['partitions_to']}",
+            "shrink": f"shrink {d['partitions']} -> {d['partitions_to']}",
+            "retire": f"retire {','.join(map(str, d['retire']))}"}.get(d["kind"], f"hold at {d['partitions']}")
+    return f"{what} (epoch {d['epoch']}): {d['reason']}"
+
+
+def autoscale_event_text(line: Mapping[str, Any]) -> str:
+    """One line of ``kafka-ordered autoscale`` output."""
+    role = "dry run" if line["dry_run"] else "leader" if line["leader"] else "standby"
+    head = f"{_wall(line['time'])} {line['topic']} [{role}]"
+    if line["event"] == "decision":
+        return f"{head} {_decision_words(line['decision'])}"
+    words = {"started": f"started as {line['autoscaler_id']}", "stopped": "stopped",
+             "leader": "this autoscaler acts now", "standby": "another autoscaler acts; this one stands by"}
+    return f"{head} {words[line['event']]}"
+
+
+def autoscale_event(as_json: bool, line: Mapping[str, Any]) -> None:
+    """Print one ``autoscale`` event: a JSON line with ``as_json``, else text; flushed."""
+    print(json.dumps(line, sort_keys=True, default=str) if as_json else autoscale_event_text(line), flush=True)
 
 
 def _wall(ts: Optional[float]) -> str:

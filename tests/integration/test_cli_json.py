@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -131,6 +132,19 @@ def test_every_command_output_matches_its_documented_schema(
     demo = c.run("demo", ["demo", "--duration", "2", "--producers", "1", "--keys", "20", "--consumers", "2",
                           "--layouts", "2,3", "--only", "ordered", "--rate", "100"], code={0, 1})
     assert [r["clients"] for r in demo["results"]] == ["ordered"]
+
+    # autoscale: JSON lines until SIGTERM (a dry run changes nothing)
+    scaler = subprocess.Popen([sys.executable, "-m", "kafka_ordered.cli", "autoscale", topic, "--min", "2", "--max", "4",
+                               "--target-records-per-partition", "100", "--dry-run", "--interval", "0.2", "--json",
+                               *base], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert scaler.stdout is not None
+        assert c.check("autoscale", json.loads(scaler.stdout.readline()))["event"] == "started"
+    finally:
+        scaler.send_signal(signal.SIGTERM)
+        rest, err = scaler.communicate(timeout=30)
+    assert scaler.returncode == 0, err
+    assert c.check("autoscale", json.loads(rest.splitlines()[-1]))["event"] == "stopped"
 
     # broker: one JSON line once it is up
     proc = subprocess.Popen([sys.executable, "-m", "kafka_ordered.cli", "broker", "--json"], cwd=ROOT,

@@ -40,6 +40,7 @@ PURE = [
     "snapshots",
     "_freshness",
     "_fastpath",
+    "autoscale",
 ]
 CLIENTS = ("confluent_kafka", "kafka", "pyspark")
 

@@ -177,3 +177,51 @@ def test_help_documents_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         cli.main(["expand", "--help"])
     assert "exit codes" in capsys.readouterr().out
+
+
+# -- autoscale: a bad policy or size fails before any connection
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--min", "8", "--max", "2", "--target-records-per-partition", "100"], "min_partitions (8) is above max_partitions (2)"),
+    (["--min", "2", "--max", "8", "--target-records-per-partition", "0"], "target_records_per_s must be > 0"),
+    (["--min", "2", "--max", "8", "--target-records-per-partition", "100", "--cooldown", "-1"], "cooldown must be >= 0"),
+])
+def test_autoscale_bad_policy_is_one_config_error(capsys: pytest.CaptureFixture[str], extra: List[str],
+                                                  words: str) -> None:
+    code, out, err = _run(capsys, ["autoscale", "t", *extra, "--json", *NOWHERE])
+    assert code == 2, err
+    e = json.loads(out)["error"]
+    assert e["type"] == "ConfigError" and words in e["message"]
+
+
+def test_autoscale_sizes_and_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert [cli._size_arg(t) for t in ("5000000", "5MB", "4MiB", "512k", "1.5 GB")] == [5e6, 5e6, 4 * 2**20,
+                                                                                       512e3, 1.5e9]
+    code, out, err = _run(capsys, ["autoscale", "t", "--min", "2", "--max", "8", "--target-bytes-per-partition",
+                                   "5XB", *NOWHERE])
+    assert code == 2 and "expected a size such as 5MB" in err
+    code, out, err = _run(capsys, ["autoscale", "t", "--min", "2", "--max", "8", *NOWHERE])
+    assert code == 2 and "one of the arguments --target-records-per-partition --target-bytes-per-partition" in err
+    code, out, err = _run(capsys, ["autoscale", "t", "--min", "2", "--max", "8", "--target-records-per-partition",
+                                   "1", "--target-bytes-per-partition", "1MB", *NOWHERE])
+    assert code == 2 and "not allowed with argument" in err
+
+
+def test_autoscale_text_lines_and_describe_status() -> None:
+    from kafka_ordered.cli import _render
+
+    d = {"kind": "grow", "reason": "hot", "time": 0.0, "epoch": 3, "partitions": 2, "partitions_to": 4, "retire": [],
+         "hottest": 1.0, "predicted_hottest": 0.5, "total": 2.0, "target": 1.0, "unit": "records"}
+    assert _render.autoscaler_lines(None) == ["autoscaler: none has written a status"]
+    assert _render.autoscaler_lines({"topic": "t", "autoscaler_id": "a-1", "host": "h", "pid": 3, "time": 0.0,
+                                     "decision": d}) == [
+        "autoscaler: a-1 (host h, pid 3), status at 1970-01-01T00:00:00Z",
+        "  last decision at 1970-01-01T00:00:00Z: grow 2 -> 4 (epoch 3): hot"]
+    line = {"event": "decision", "time": 0.0, "topic": "t", "autoscaler_id": "a", "leader": True, "dry_run": False,
+            "decision": {**d, "kind": "retire", "retire": [4, 5]}}
+    assert _render.autoscale_event_text(line) == "1970-01-01T00:00:00Z t [leader] retire 4,5 (epoch 3): hot"
+    assert _render.autoscale_event_text({**line, "event": "standby", "leader": False, "decision": None}).endswith(
+        "[standby] another autoscaler acts; this one stands by")
+    assert "[dry run] hold at 2" in _render.autoscale_event_text(
+        {**line, "dry_run": True, "decision": {**d, "kind": "hold"}})
