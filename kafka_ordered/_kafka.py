@@ -128,11 +128,24 @@ class OffsetReader:
     def _list(self, want: List[TP], spec: Any, timeout: float, what: str) -> Dict[TP, int]:
         if self._admin is None:
             self._admin = new_admin(self._conn)
-        try:
-            fs = self._admin.list_offsets({TopicPartition(t, p): spec for t, p in want}, request_timeout=timeout)
-            return {(tp.topic, tp.partition): f.result().offset for tp, f in fs.items()}
-        except KafkaException as e:
-            raise translate(e, what, api="ListOffsets") from e
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fs = self._admin.list_offsets({TopicPartition(t, p): spec for t, p in want},
+                                              request_timeout=max(0.5, deadline - time.monotonic()))
+                return {(tp.topic, tp.partition): f.result().offset for tp, f in fs.items()}
+            except KafkaException as e:
+                err = translate(e, what, api="ListOffsets")
+                # Partitions an expansion just created are not in the client's
+                # cached metadata ("no leaders found"): refresh it and ask again.
+                if not isinstance(err, BrokerUnavailableError) or time.monotonic() >= deadline:
+                    raise err from e
+                for topic in {t for t, _ in want}:
+                    try:
+                        self._admin.list_topics(topic, timeout=max(0.1, min(2.0, deadline - time.monotonic())))
+                    except KafkaException:
+                        pass
+                time.sleep(0.1)
 
     def end_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The log-end offset (high watermark) of each partition, at least as

@@ -79,6 +79,13 @@ class ProducerPort(Protocol):
         """Wait up to ``timeout`` seconds for records in flight; returns how
         many are still in flight."""
 
+    def learn_partitions(self, topic: str, count: int, timeout: float) -> None:
+        """Make the client's metadata know at least ``count`` partitions of
+        ``topic`` (refreshing it): after an expansion that created partitions
+        the client refuses records to the ones it has not seen yet. Raises
+        :class:`~kafka_ordered.errors.BrokerUnavailableError` when it does not
+        within ``timeout`` seconds."""
+
     def failed(self, item: Any, error: BaseException) -> None:
         """The client refused a buffered record: report ``error`` for it alone
         (delivery callback or future), never to the records around it."""

@@ -289,6 +289,12 @@ class RegisteringCore:
             phases[name] = now - mark
             mark = now
 
+        target = self.follower.history.current(topic)
+        if target is not None and (st.layout is None or target.physical_partitions > st.layout.physical_partitions):
+            # Before anything is registered: a partition the expansion created may
+            # not be in the client's metadata yet, and the client refuses records to it.
+            self.port.learn_partitions(topic, target.physical_partitions, self._remaining(deadline))
+            phase("metadata")
         own = self.own_gates.setdefault(topic, [])
         steps = switch_steps(self.follower.history, topic, self.producer_id, self.stable_id, st.layout,
                              int(time.time() * 1000), self.window_ms, own)

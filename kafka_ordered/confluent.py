@@ -47,7 +47,7 @@ from .config import (
     split_config,
 )
 
-from .errors import ConfigError, KafkaOrderedError, PartitionOverrideError, translate
+from .errors import BrokerUnavailableError, ConfigError, KafkaOrderedError, PartitionOverrideError, translate
 from .gates import GateStatus, ResetPolicy, reset_policy
 from .history import LayoutHistory
 from .layout import _as_bytes
@@ -122,6 +122,25 @@ class _ProducerPort:
 
     def flush(self, timeout: float) -> int:
         return self.producer.flush(timeout)
+
+    def learn_partitions(self, topic: str, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        known = 0
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                # A Metadata request for the topic also updates the client's own view of it.
+                t = self.producer.list_topics(topic, timeout=max(0.1, min(2.0, left))).topics.get(topic)
+                known = len(t.partitions) if t is not None and t.error is None else 0
+            except KafkaException:
+                pass
+            if known >= count:
+                return
+            if left <= 0:
+                raise BrokerUnavailableError(
+                    f"the producer's metadata shows {known} partition(s) of {topic} after {timeout:.1f} s; "
+                    f"its layout needs {count}")
+            time.sleep(0.05)
 
     def failed(self, item: _Item, error: BaseException) -> None:
         cb = item[2]

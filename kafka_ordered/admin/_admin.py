@@ -575,6 +575,7 @@ class LayoutAdmin:
         max_partitions: Optional[PartitionLimits] = None,
         ignore_racks: bool = False,
         elect_leaders: bool = False,
+        wait_s: float = 120.0,
     ) -> HealResult:
         """Add the replicas under-replicated partitions of ``topic`` lack
         (after a degraded creation, see :meth:`create_topic`) on the live
@@ -590,12 +591,16 @@ class LayoutAdmin:
         ``"AlterPartitionReassignments"``) carries the reassignment JSON for
         ``kafka-reassign-partitions.sh``. A partition the broker rejects
         raises :class:`KafkaOrderedError` naming accepted and rejected
-        partitions. ``elect_leaders=True`` then elects the preferred leaders of
-        the reassigned partitions (results in ``result.elections``; an
-        election that cannot run is reported as failed results).
+        partitions. Then it waits (at most ``wait_s`` seconds; 0: not at all)
+        until every reassigned partition has exactly its planned replicas,
+        all in its ISR: ``result.in_sync`` says per partition whether it
+        got there, and ``result.ok`` is False when one did not.
+        ``elect_leaders=True`` then elects the preferred leaders of the
+        reassigned partitions (results in ``result.elections``; an election
+        that cannot run is reported as failed results).
         """
         return self._replicas.heal(_args.topic_name(topic), replication_factor=replication_factor, max_partitions=max_partitions,
-                                   ignore_racks=ignore_racks, elect_leaders=elect_leaders)
+                                   ignore_racks=ignore_racks, elect_leaders=elect_leaders, wait_s=wait_s)
 
     def elect_leaders(self, topic: str, partitions: Optional[Iterable[int]] = None) -> Dict[int, ElectionResult]:
         """Elect the preferred (first) replica as leader of ``partitions`` of

@@ -141,6 +141,16 @@ def topic_assignment(admin: AdminLike, topic: str, *, timeout: float = 10.0) -> 
     return {p: list(pm.replicas) for p, pm in sorted(t.partitions.items())}
 
 
+def in_sync_replicas(admin: AdminLike, topic: str, *, timeout: float = 10.0) -> Dict[int, Tuple[List[int], List[int]]]:
+    """Partition -> (replicas, in-sync replicas) of ``topic``, from Metadata.
+    Raises like :func:`topic_assignment`."""
+    md = _metadata(_client(admin), timeout)
+    t = md.topics.get(topic)
+    if t is None or not t.partitions:
+        raise UnknownTopicError(f"topic {topic!r} does not exist", code=KafkaError.UNKNOWN_TOPIC_OR_PART)
+    return {p: (list(pm.replicas), list(pm.isrs)) for p, pm in sorted(t.partitions.items())}
+
+
 def describe_group(
     admin: AdminLike, group: str, *, timeout: float = 10.0
 ) -> Tuple[str, List[Tuple[GroupMember, List[Tuple[str, int]]]]]:

@@ -10,6 +10,7 @@ plan is the layout operation's job (``_admin``). No printing.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from confluent_kafka.admin import AdminClient
@@ -231,6 +232,7 @@ class ReplicaPlacement:
         max_partitions: Optional[PartitionLimits] = None,
         ignore_racks: bool = False,
         elect_leaders: bool = False,
+        wait_s: float = 120.0,
     ) -> HealResult:
         """See :meth:`kafka_ordered.admin.LayoutAdmin.heal`."""
         plan = self.plan_heal(topic, replication_factor=replication_factor, max_partitions=max_partitions,
@@ -250,8 +252,21 @@ class ReplicaPlacement:
             )
         if topic in self._intended_rf and plan.complete:
             del self._intended_rf[topic]
+        in_sync = self._wait_in_sync(topic, plan.target, wait_s)
         elections = self.elect_reporting(topic, sorted(plan.target)) if elect_leaders else {}
-        return HealResult(plan, results, elections)
+        return HealResult(plan, results, elections, in_sync)
+
+    def _wait_in_sync(self, topic: str, target: Mapping[int, Sequence[int]], wait_s: float) -> Dict[int, bool]:
+        """Per partition of ``target``: whether its replicas became exactly
+        ``target`` and all of them joined the ISR within ``wait_s`` seconds."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            state = _cluster.in_sync_replicas(self._admin, topic, timeout=self.timeout)
+            done = {p: state.get(p, ([], []))[0] == list(reps) and set(reps) <= set(state.get(p, ([], []))[1])
+                    for p, reps in target.items()}
+            if all(done.values()) or time.monotonic() >= deadline:
+                return done
+            time.sleep(0.5)
 
     def elect_leaders(self, topic: str, partitions: Optional[Iterable[int]] = None) -> Dict[int, ElectionResult]:
         """See :meth:`kafka_ordered.admin.LayoutAdmin.elect_leaders`."""

@@ -436,21 +436,26 @@ class ExpansionResult:
 @dataclass(frozen=True)
 class HealResult:
     """Outcome of :meth:`LayoutAdmin.heal`: the plan, the broker's answer per
-    reassigned partition (reassignments then run in the background until the
-    new replicas catch up), and requested preferred leader elections."""
+    reassigned partition, per reassigned partition whether its new replicas
+    were in sync when heal returned (``in_sync``), and requested preferred
+    leader elections."""
 
     plan: HealPlan
     reassignments: Mapping[int, ReassignmentResult] = field(default_factory=dict)
     elections: Mapping[int, ElectionResult] = field(default_factory=dict)
+    in_sync: Mapping[int, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reassignments", MappingProxyType(dict(sorted(self.reassignments.items()))))
         object.__setattr__(self, "elections", MappingProxyType(dict(sorted(self.elections.items()))))
+        object.__setattr__(self, "in_sync", MappingProxyType(dict(sorted(self.in_sync.items()))))
 
     @property
     def ok(self) -> bool:
-        """False when a reassignment or a requested election failed."""
-        return all(r.ok for r in self.reassignments.values()) and all(r.ok for r in self.elections.values())
+        """False when a reassignment or a requested election failed, or a
+        reassigned partition's new replicas did not join its ISR in time."""
+        return (all(r.ok for r in self.reassignments.values()) and all(r.ok for r in self.elections.values())
+                and all(self.in_sync.values()))
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready description (string keys)."""
@@ -459,6 +464,7 @@ class HealResult:
             "reassignments": {str(p): {"replicas": list(r.replicas), "ok": r.ok, "code": r.code, "error": r.error,
                                        "message": r.message} for p, r in sorted(self.reassignments.items())},
             "elections": elections_dict(self.elections),
+            "in_sync": {str(p): ok for p, ok in sorted(self.in_sync.items())},
         }
 
 

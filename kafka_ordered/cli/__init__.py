@@ -281,7 +281,7 @@ def cmd_heal(args: argparse.Namespace) -> int:
             plan = admin.plan_heal(args.topic, replication_factor=args.replication_factor, **kwargs)
             data = {"dry_run": True, "plan": plan.to_dict(),
                     "reassignment_json": json.loads(plan.to_reassignment_json()) if plan.target else None,
-                    "reassignments": {}, "elections": {}, "follow_up": None}
+                    "reassignments": {}, "elections": {}, "in_sync": {}, "follow_up": None}
             _emit(args, data, lambda: _render.heal_dry_run_text(plan))
             return EXIT_OK
         res = admin.heal(args.topic, replication_factor=args.replication_factor, elect_leaders=args.elect_leaders,

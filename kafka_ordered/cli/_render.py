@@ -225,8 +225,10 @@ def healed_text(res: HealResult, elections: Mapping[str, Mapping[str, Any]], ele
     """``kafka-ordered heal``: the plan, started reassignments, elections."""
     lines = [res.plan.describe()]
     if res.reassignments:
-        lines.append(f"reassignment started for partitions {sorted(res.reassignments)} "
-                     f"(the new replicas catch up in the background)")
+        synced = sorted(p for p, ok in res.in_sync.items() if ok)
+        behind = sorted(p for p, ok in res.in_sync.items() if not ok)
+        lines.append(f"reassigned partitions {sorted(res.reassignments)}; in sync: {synced or '-'}"
+                     + (f"; still catching up in the background: {behind}" if behind else ""))
     if elect_leaders and res.elections:
         lines.append("preferred leader elections:")
         lines += elections_lines(elections)

@@ -19,7 +19,7 @@ from .._registering import RegisteringCore, RegistrationRecord, TopicState
 from ..config import (
     KAFKA_PYTHON_OPTIONS, PRODUCER_OPTIONS, forced, kafka_python_connection_config, metrics_client_id, split_config,
 )
-from ..errors import PartitionOverrideError
+from ..errors import BrokerUnavailableError, PartitionOverrideError
 from ..history import LayoutHistory
 from ..layout import _as_bytes
 from ..metrics import ProducerMetrics
@@ -110,6 +110,25 @@ class _ProducerPort:
             return 0
         except KafkaTimeoutError:
             return 1
+
+    def learn_partitions(self, topic: str, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        metadata = self.producer._metadata  # kafka-python keeps the partitions it refuses records for here
+        while True:
+            known = len(metadata.partitions_for_topic(topic) or ())
+            if known >= count:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BrokerUnavailableError(
+                    f"the producer's metadata shows {known} partition(s) of {topic} after {timeout:.1f} s; "
+                    f"its layout needs {count}")
+            done = threading.Event()
+            self.producer._sender.add_topic(topic)
+            metadata.request_update().add_both(lambda *_: done.set())
+            self.producer._sender.wakeup()
+            done.wait(min(left, 2.0))
+            time.sleep(0.05)
 
     def failed(self, item: _Pending, error: BaseException) -> None:
         with self.lock:

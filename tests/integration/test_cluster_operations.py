@@ -1,0 +1,161 @@
+"""Cluster operations on several brokers (issue 22, part 4), on Apache Kafka
+clusters with racks: KIP-36's worked examples reproduced on the brokers'
+metadata, degraded creation then heal, and preferred-leader election with an
+offline preferred replica. Apache Kafka only (``KAFKA_ORDERED_BROKER=kafka``);
+each rack-aware case starts its own cluster (6 nodes in 3 racks: ~20 s, and
+3 nodes in 2 uneven racks)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, Iterator, List, Optional
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafka_ordered import LayoutAdmin
+from kafka_ordered.admin import _cluster
+from kafka_ordered.errors import PlacementError
+from kafka_ordered.testing import KafkaCluster
+
+from ..conftest import broker_kind
+
+pytestmark = pytest.mark.skipif(broker_kind() != "kafka", reason="needs Apache Kafka clusters "
+                                "(KAFKA_ORDERED_BROKER=kafka); the embedded broker has one node and no racks")
+
+# KIP-36: broker -> rack, and the assignment of 12 partitions with replication
+# factor 3 (rack-alternated list 0, 3, 1, 5, 4, 2; shifted followers from
+# partition 6 on). Broker b of the KIP is node b here (broker id b + 1).
+KIP36_RACKS = ["rack1", "rack3", "rack3", "rack2", "rack2", "rack1"]
+KIP36_TABLE = {
+    0: [0, 3, 1], 1: [3, 1, 5], 2: [1, 5, 4], 3: [5, 4, 2], 4: [4, 2, 0], 5: [2, 0, 3],
+    6: [0, 4, 2], 7: [3, 2, 0], 8: [1, 0, 3], 9: [5, 3, 1], 10: [4, 1, 5], 11: [2, 5, 4],
+}
+UNEVEN_RACKS = ["rack1", "rack2", "rack2"]
+
+
+def _ids(replicas: List[int]) -> List[int]:
+    return [b + 1 for b in replicas]
+
+
+def _managed_from(cluster: KafkaCluster, topic: str, assignment: Dict[int, List[int]]) -> LayoutAdmin:
+    """A topic created with ``assignment`` (KIP broker numbers), then adopted."""
+    plain = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    new = NewTopic(topic, replica_assignment=[_ids(assignment[p]) for p in sorted(assignment)])
+    plain.create_topics([new])[topic].result(30)
+    admin = LayoutAdmin({"bootstrap.servers": cluster.bootstrap_servers, "ordered.layout.topic": f"_ko-{topic}"})
+    admin.adopt(topic, hash="murmur2")
+    return admin
+
+
+@pytest.fixture(scope="module")
+def kip36_cluster() -> Iterator[KafkaCluster]:
+    with KafkaCluster(nodes=6, racks=KIP36_RACKS, heap_mb=320) as cluster:
+        yield cluster
+
+
+def test_kip36_rack_aware_expansion_continues_the_worked_example_on_the_brokers(kip36_cluster: KafkaCluster) -> None:
+    """Partitions 0-5 as in the KIP's table; expand(t, 12) places 6-11 with
+    the shifted followers of the KIP's second round, and the brokers'
+    metadata shows exactly that."""
+    admin = _managed_from(kip36_cluster, "kip36", {p: KIP36_TABLE[p] for p in range(6)})
+    with admin:
+        plan = admin.plan("kip36", 12)
+        assert plan.placement is not None and plan.placement.rack_aware
+        res = admin.expand_with_report("kip36", 12)
+        assert res.layout.physical_partitions == 12
+        got = _cluster.topic_assignment({"bootstrap.servers": kip36_cluster.bootstrap_servers}, "kip36")
+    assert {p: got[p] for p in range(6, 12)} == {p: _ids(KIP36_TABLE[p]) for p in range(6, 12)}
+    racks = {kip36_cluster.node_id(i): KIP36_RACKS[i] for i in range(6)}
+    assert all(len({racks[b] for b in got[p]}) == 3 for p in got)  # every partition in all three racks
+
+
+def test_kip36_uneven_racks_example_on_the_brokers() -> None:
+    """Brokers 0 (rack1), 1 and 2 (rack2), replication factor 2: partition 0
+    is (0, 1); expansion places 1 -> (1, 0) and 2 -> (2, 0), skipping the
+    broker whose rack is taken."""
+    with KafkaCluster(nodes=3, racks=UNEVEN_RACKS) as cluster:
+        admin = _managed_from(cluster, "uneven", {0: [0, 1]})
+        with admin:
+            admin.expand("uneven", 3)
+            got = _cluster.topic_assignment({"bootstrap.servers": cluster.bootstrap_servers}, "uneven")
+    assert got == {0: _ids([0, 1]), 1: _ids([1, 0]), 2: _ids([2, 0])}
+
+
+def _wait(cond: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.5)
+
+
+def test_degraded_creation_then_heal_when_the_broker_returns(
+        cluster_or_skip: KafkaCluster, admin: LayoutAdmin, topic: str, client_config: Dict[str, Any]) -> None:
+    cluster = cluster_or_skip
+    away = cluster.nodes - 1
+    away_id = cluster.node_id(away)
+    cluster.stop(away)
+    try:
+        _wait(lambda: away_id not in AdminClient(client_config).list_topics(timeout=10).brokers, 60,
+              "the stopped broker stayed in the metadata")
+        # Replication factor 3 on 2 live brokers: refused unless degraded creation is allowed ...
+        with pytest.raises(PlacementError, match="min_required_replication_factor"):
+            admin.create_topic(topic, 2, replication_factor=3)
+        # ... and then it needs as many live brokers as min.insync.replicas (2) asks.
+        lay = admin.create_topic(topic, 2, replication_factor=3, min_required_replication_factor=2)
+        assert lay.physical_partitions == 2
+        placed = admin.last_placement
+        assert placed is not None and dict(placed.missing) == {0: 1, 1: 1}
+        got = _cluster.topic_assignment(client_config, topic)
+        assert all(len(r) == 2 and away_id not in r for r in got.values())
+    finally:
+        cluster.start_node(away)
+    res = admin.heal(topic, elect_leaders=True)
+    assert res.ok and sorted(res.reassignments) == [0, 1]
+    assert dict(res.in_sync) == {0: True, 1: True}
+    got = _cluster.topic_assignment(client_config, topic)
+    assert all(len(r) == 3 and away_id in r for r in got.values())
+    assert dict(admin.plan_heal(topic).target) == {}
+
+
+def test_degraded_creation_is_refused_when_min_isr_cannot_be_met(
+        cluster_or_skip: KafkaCluster, admin: LayoutAdmin, topic: str, client_config: Dict[str, Any]) -> None:
+    cluster = cluster_or_skip
+    away = [cluster.nodes - 2, cluster.nodes - 1]
+    for i in away:
+        cluster.stop(i)
+    try:
+        ids = {cluster.node_id(i) for i in away}
+        _wait(lambda: not ids & set(AdminClient(client_config).list_topics(timeout=10).brokers), 60,
+              "the stopped brokers stayed in the metadata")
+        with pytest.raises(PlacementError) as e:
+            admin.create_topic(topic, 2, replication_factor=3, min_required_replication_factor=2)
+        assert "1 live" in str(e.value) or "live broker" in str(e.value)
+        assert topic not in AdminClient(client_config).list_topics(timeout=10).topics
+    finally:
+        for i in away:
+            cluster.start_node(i, wait=False)
+        cluster.wait_ready(range(cluster.nodes), timeout=120)
+
+
+def test_elect_leaders_reports_an_offline_preferred_replica_per_partition(
+        cluster_or_skip: KafkaCluster, admin: LayoutAdmin, topic: str, client_config: Dict[str, Any]) -> None:
+    cluster = cluster_or_skip
+    admin.create_topic(topic, 3)
+    got = _cluster.topic_assignment(client_config, topic)
+    victim_id = got[0][0]
+    victim = next(i for i in range(cluster.nodes) if cluster.node_id(i) == victim_id)
+    cluster.stop(victim)
+    try:
+        _wait(lambda: AdminClient(client_config).list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+              != victim_id, 60, "leadership did not move off the stopped broker")
+        results = admin.elect_leaders(topic)
+    finally:
+        cluster.start_node(victim)
+    offline = [p for p, reps in got.items() if reps[0] == victim_id]
+    assert offline and all(not results[p].ok and results[p].status == "failed" for p in offline)
+    assert all(results[p].ok for p in got if p not in offline)
+    # Back: the election goes through and the brokers' metadata shows the preferred leaders.
+    _wait(lambda: all(r.ok for r in admin.elect_leaders(topic).values()), 60, "election kept failing")
+    md = AdminClient(client_config).list_topics(topic, timeout=10).topics[topic]
+    assert {p: md.partitions[p].leader for p in got} == {p: reps[0] for p, reps in got.items()}
