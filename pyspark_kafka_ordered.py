@@ -33,7 +33,13 @@ import sys
 from importlib import import_module
 from typing import Any, Dict, Tuple
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
 __all__ = [
@@ -143,3 +149,11 @@ class DefaultSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """The micro-batch reader (``spark.readStream``)."""
         return self._impl().streamReader(schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """The batch writer (``df.write``)."""
+        return self._impl().writer(schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """The micro-batch writer (``df.writeStream``)."""
+        return self._impl().streamWriter(schema, overwrite)
