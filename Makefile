@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-unit test-fallback typecheck bench chaos install ext docs clean
+.PHONY: demo test test-unit test-fallback typecheck bench chaos install ext docs clean spark-kafka-jars
 SEEDS ?= 0-9
 
 # `pip install -e .` also compiles the optional C speed-ups in place
@@ -32,6 +32,11 @@ $(VENV)/.docs: $(VENV)/.full
 ext: $(VENV)/.base
 	$(PY) setup.py --quiet build_ext --inplace
 	$(PY) -c 'import kafka_ordered; print("C speed-ups enabled:", kafka_ordered.speedups_enabled())'
+
+## make spark-kafka-jars: Spark's own Kafka connector (spark-sql-kafka-0-10 and what it needs) into
+## ~/.m2 with Maven; the Spark tests and benchmarks that compare with it skip or say MISSING without it
+spark-kafka-jars: $(VENV)/.base
+	$(PY) -c 'from kafka_ordered.testing import fetch_builtin_kafka_jars as f; print("\n".join(f()))'
 
 ## make demo: start an embedded broker and run ordered vs plain clients through 4->5->6->8->6->8
 demo: $(VENV)/.base

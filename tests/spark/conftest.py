@@ -1,7 +1,9 @@
-"""Fixtures of the Spark source tests: ONE local[2] SparkSession per test run
-(it takes ~10 s to start) with the ``kafka_ordered`` source registered, and
-helpers to run a streaming query collecting every batch through
-``foreachBatch``."""
+"""Fixtures of the Spark tests: ONE local[2] SparkSession per test run (it
+takes ~10 s to start) with the ``kafka_ordered`` source registered and, when
+its jars are in the local Maven repository, Spark's own Kafka connector on
+the classpath (``builtin_kafka``); helpers to run a streaming query
+collecting every batch through ``foreachBatch``, the ordering oracle, and
+the sink's counter-examples."""
 
 from __future__ import annotations
 
@@ -39,8 +41,14 @@ def spark(tmp_path_factory: pytest.TempPathFactory, pool_stats_dir: str) -> Iter
 
     import spark_connector
 
+    from kafka_ordered.testing import builtin_kafka_jars
+
+    builder = SparkSession.builder
+    jars = builtin_kafka_jars()
+    if jars:  # Spark's own Kafka connector, for the parity tests (local files: nothing is resolved)
+        builder = builder.config("spark.jars", ",".join(jars))
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("kafka-ordered-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
@@ -53,6 +61,17 @@ def spark(tmp_path_factory: pytest.TempPathFactory, pool_stats_dir: str) -> Iter
     spark_connector.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def builtin_kafka(spark: Any) -> bool:
+    """Spark's own Kafka connector is on the shared session's classpath;
+    skips the test, saying how to get it, when it is not."""
+    from kafka_ordered.testing import builtin_kafka_jars
+
+    if not builtin_kafka_jars():
+        pytest.skip("Spark's Kafka connector (spark-sql-kafka-0-10) is not in ~/.m2: run `make spark-kafka-jars`")
+    return True
 
 
 class BatchSink:
