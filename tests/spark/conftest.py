@@ -131,7 +131,8 @@ class SeqProducers:
 
         self.topic = topic
         self.keys = keys
-        self.producers = [OrderedProducer({**config, "linger.ms": 5}) for _ in range(n)]
+        self.config = {"linger.ms": 5, **config}
+        self.producers = [OrderedProducer(self.config) for _ in range(n)]
         self.next_seq: Dict[Any, int] = {}
         self.acked: set = set()
         self.failed: List[str] = []
@@ -163,6 +164,15 @@ class SeqProducers:
             while (cur := p.history.current(self.topic)) is None or cur.epoch < epoch:
                 assert time.monotonic() < deadline, f"producer never saw epoch {epoch}"
                 time.sleep(0.02)
+
+    def restart(self) -> None:
+        """Close every producer and start a new one in its place (same
+        producer number: its sequence numbers go on, and so must its order)."""
+        from kafka_ordered import OrderedProducer
+
+        for i, p in enumerate(self.producers):
+            assert p.close(10) == 0
+            self.producers[i] = OrderedProducer(self.config)
 
     def close(self) -> None:
         for p in self.producers:
