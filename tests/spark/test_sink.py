@@ -186,8 +186,11 @@ def test_write_errors_are_clear(spark: Any, managed: Dict[str, Any], bootstrap: 
     with pytest.raises(Exception, match="partition=1 for topic .*kafka-ordered manages"):
         df.write.format("kafka_ordered").options(**opts).mode("append").save()
     # null partitions: the layout decides
-    spark.createDataFrame([("a", "1", None)], "key string, value string, partition int") \
-        .write.format("kafka_ordered").options(**opts).mode("append").save()
+    nulls = spark.createDataFrame([("a", "1", None)], "key string, value string, partition int")
+    nulls.write.format("kafka_ordered").options(**opts).mode("append").save()
+    # Unlike Spark's Kafka sink, the default save mode is refused: PySpark refuses it for every Python data source.
+    with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+        nulls.write.format("kafka_ordered").options(**opts).save()
     with pytest.raises(Exception, match="needs a value column"):
         spark.createDataFrame([("a",)], "key string").write.format("kafka_ordered").options(**opts) \
             .mode("append").save()
