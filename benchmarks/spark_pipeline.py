@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Any, Dict, List, Tuple
+from typing import List, Tuple
 
 from _common import bench, broker, machine, percentile
 from _spark import session

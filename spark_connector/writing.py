@@ -95,8 +95,11 @@ atexit.register(PRODUCERS.close_all)
 
 
 def _column(batch: pa.RecordBatch, name: str) -> Optional[List[Any]]:
-    i = batch.schema.get_field_index(name)
-    return None if i < 0 else batch.column(i).to_pylist()
+    # Spark resolves column names case-insensitively, and so does the driver's schema check.
+    for i, field in enumerate(batch.schema):
+        if field.name.lower() == name:
+            return batch.column(i).to_pylist()  # type: ignore[no-any-return]
+    return None
 
 
 def not_managed(topic: str, layout_topic: str) -> TopicNotManagedError:
@@ -183,7 +186,10 @@ def _produce_all(producer: OrderedProducer, opts: SinkOptions, batches: Iterator
                 )
             is_managed(topic)
             for k, v in zip(keys, values):
-                produce(topic, v, k, on_delivery=delivered)
+                try:
+                    produce(topic, v, k, on_delivery=delivered)
+                except BufferError:  # the client's queue is full: wait for room, as Spark's sink blocks
+                    _when_room(producer, lambda: produce(topic, v, k, on_delivery=delivered))
         else:
             for i in range(n):
                 topic = opts.topic if topics is None else topics[i]
@@ -205,6 +211,21 @@ def _produce_all(producer: OrderedProducer, opts: SinkOptions, batches: Iterator
                     p = -1
                 h = headers[i] if headers is not None else None
                 hs = [(x["key"], x["value"]) for x in h] if h else None
-                produce(topic, values[i], keys[i], p, delivered, headers=hs)
+                try:
+                    produce(topic, values[i], keys[i], p, delivered, headers=hs)
+                except BufferError:
+                    _when_room(producer, lambda: produce(topic, values[i], keys[i], p, delivered, headers=hs))
         written += n
     return written
+
+
+def _when_room(producer: OrderedProducer, send: Callable[[], None]) -> None:
+    """``send()`` once the client's queue has room (serving delivery reports
+    meanwhile): a full queue makes the task wait, never drops the row."""
+    while True:
+        producer.poll(0.05)
+        try:
+            send()
+            return
+        except BufferError:
+            continue

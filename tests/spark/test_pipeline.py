@@ -15,7 +15,6 @@ import json
 import os
 from typing import Any, Callable, Dict, Tuple
 
-import pytest
 
 from kafka_ordered.admin import LayoutAdmin
 

@@ -10,6 +10,7 @@ the violation the oracle catches)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pyarrow as pa
@@ -17,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from kafka_ordered.admin import LayoutAdmin
-from kafka_ordered.errors import ConfigError, PartitionOverrideError, TopicNotManagedError
+from kafka_ordered.errors import ConfigError, PartitionOverrideError
 from kafka_ordered.tokens import strip
 from spark_connector.options import parse_sink_options
 from spark_connector.writing import NullTopicError, ProducerPool, write_batches
@@ -31,8 +32,6 @@ def _plain_read(bootstrap: str, topic: str, partitions: int, n: int, timeout: fl
     """Every record of ``topic`` (``n`` expected) through a plain consumer."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "sink-check", "enable.auto.commit": False,
                   "enable.partition.eof": False})
-    import time
-
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out: List[Any] = []
@@ -128,6 +127,20 @@ def pool_key_of(opts: Any) -> Any:
     from spark_connector._pool import pool_key
 
     return pool_key(dict(opts.producer_config))
+
+
+def test_a_full_client_queue_makes_the_task_wait_not_fail(managed: Dict[str, Any], bootstrap: str) -> None:
+    """More rows than the client's queue holds (found by the sink benchmark:
+    ``produce`` raised ``BufferError: Local: Queue full`` and failed the task)."""
+    pool = ProducerPool()
+    try:
+        opts = parse_sink_options({**managed["options"], "kafka.queue.buffering.max.messages": "100"})
+        n = 3000
+        rows = _batch([f"k{i}".encode() for i in range(n)], [f"v{i}".encode() for i in range(n)])
+        assert write_batches(opts, iter([rows]), pool) == n
+        assert len(_plain_read(bootstrap, managed["topic"], 8, n)) == n
+    finally:
+        pool.close_all()
 
 
 def test_bad_rows_fail_the_task_after_flushing_what_was_written(managed: Dict[str, Any], bootstrap: str) -> None:
