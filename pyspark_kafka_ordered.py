@@ -5,7 +5,8 @@ and that exposes ``DefaultSource`` (a ``DataSource`` subclass) by itself:
 ``pyspark/sql/worker/lookup_data_sources.py`` scans the Python path of
 ``PYSPARK_PYTHON`` once per Spark JVM, the first time any Python data source
 is looked up. This module is that entry point for the ``kafka_ordered``
-source, so ``spark.readStream.format("kafka_ordered")`` works as soon as
+source and sink, so ``spark.readStream.format("kafka_ordered")`` (and
+``df.write``/``df.writeStream.format("kafka_ordered")``) works as soon as
 ``kafka-ordered[spark]`` is installed in the interpreter Spark's Python
 workers run.
 
