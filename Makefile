@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-kafka test-unit test-fallback typecheck bench chaos install ext docs clean
+.PHONY: demo test test-kafka test-unit test-fallback typecheck bench chaos install ext docs clean spark-kafka-jars
 SEEDS ?= 0-9
 
 # `pip install -e .` also compiles the optional C speed-ups in place
@@ -33,6 +33,11 @@ ext: $(VENV)/.base
 	$(PY) setup.py --quiet build_ext --inplace
 	$(PY) -c 'import kafka_ordered; print("C speed-ups enabled:", kafka_ordered.speedups_enabled())'
 
+## make spark-kafka-jars: Spark's own Kafka connector (spark-sql-kafka-0-10 and what it needs) into
+## ~/.m2 with Maven; the Spark tests and benchmarks that compare with it skip or say MISSING without it
+spark-kafka-jars: $(VENV)/.base
+	$(PY) -c 'from kafka_ordered.testing import fetch_builtin_kafka_jars as f; print("\n".join(f()))'
+
 ## make demo: start an embedded broker and run ordered vs plain clients through 4->5->6->8->6->8
 demo: $(VENV)/.base
 	$(VENV)/bin/kafka-ordered demo
@@ -41,7 +46,7 @@ demo: $(VENV)/.base
 ## then the whole suite again on their pure-Python fallback, then every broker-facing test
 ## (integration, Spark, the fixed chaos seeds) on a 3-node Apache Kafka cluster
 ## (kafka_ordered.testing.KafkaCluster; its jars come from Maven Central on first use)
-test: $(VENV)/.full
+test: $(VENV)/.full spark-kafka-jars
 	$(PY) -m pytest $(PYTEST_ARGS)
 	KAFKA_ORDERED_NO_SPEEDUPS=1 $(PY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-kafka

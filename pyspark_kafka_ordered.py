@@ -5,7 +5,8 @@ and that exposes ``DefaultSource`` (a ``DataSource`` subclass) by itself:
 ``pyspark/sql/worker/lookup_data_sources.py`` scans the Python path of
 ``PYSPARK_PYTHON`` once per Spark JVM, the first time any Python data source
 is looked up. This module is that entry point for the ``kafka_ordered``
-source, so ``spark.readStream.format("kafka_ordered")`` works as soon as
+source and sink, so ``spark.readStream.format("kafka_ordered")`` (and
+``df.write``/``df.writeStream.format("kafka_ordered")``) works as soon as
 ``kafka-ordered[spark]`` is installed in the interpreter Spark's Python
 workers run.
 
@@ -33,7 +34,13 @@ import sys
 from importlib import import_module
 from typing import Any, Dict, Tuple
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
 __all__ = [
@@ -143,3 +150,11 @@ class DefaultSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """The micro-batch reader (``spark.readStream``)."""
         return self._impl().streamReader(schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """The batch writer (``df.write``)."""
+        return self._impl().writer(schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """The micro-batch writer (``df.writeStream``)."""
+        return self._impl().streamWriter(schema, overwrite)

@@ -443,6 +443,29 @@ class RegisteringCore:
                 st.busy = True
             self.switch(topic, st)
 
+    def restart(self, timeout: Optional[float]) -> None:
+        """Make this instance register again, at its next keyed send to each
+        managed topic, exactly as a producer of the same id starting now
+        would (:func:`registration.initial_from_epoch`): an anonymous id from
+        just before the oldest layout change inside the transition window, a
+        stable id from its last registration. Pending switches are completed
+        and the layout view is read to the log's end first, so the
+        registration's waits are read after this call and cover every record
+        acknowledged before it, whoever wrote it. Raises
+        :class:`SwitchTimeoutError` when a switch is still running after
+        ``timeout``, and what :meth:`LayoutFollower.sync` raises."""
+        self.finish_switches(timeout)
+        self.follower.sync(timeout)
+        self.refresh_states()
+        with self.lock:
+            running = sorted(t for t, st in self.states.items() if st is not None and (st.busy or st.buffer))
+            if running:
+                raise SwitchTimeoutError(f"layout switches of {', '.join(running)} still running after {timeout} s")
+            for st in self.states.values():
+                if st is not None:
+                    close_route(st.route)
+                    st.layout = None
+
     def metrics(self) -> ProducerMetrics:
         """A snapshot for :meth:`OrderedProducer.ordered_metrics`."""
         pauses = tuple(r.pause_s for r in self.registrations)

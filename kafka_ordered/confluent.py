@@ -342,6 +342,26 @@ class OrderedProducer:
         left = -1 if t is None else max(0.0, t - (time.monotonic() - began))
         return self._producer.flush(left) + core.buffered_count()
 
+    def reregister(self, timeout: float = -1) -> None:
+        """Register again, at the next keyed send to each managed topic, as
+        this producer would if it were started now (an anonymous id: from
+        just before the oldest layout change inside
+        ``ordered.transition.window.ms``; a stable id: from its last
+        registration), with waits read after this call. Pending layout
+        switches are completed and the layout view is read to the log's end
+        first.
+
+        What it is for: records acknowledged *by other producers* before
+        this call are then ordered before this producer's later records of
+        the same keys (the layout changes they were written under lie inside
+        the window), as they would be for a newly started producer, without a
+        new connection. The Spark sink calls it at the start of every task.
+        Raises :class:`~kafka_ordered.errors.SwitchTimeoutError` when a
+        switch is still running after ``timeout``, and
+        :class:`~kafka_ordered.errors.BrokerUnavailableError` when the layout
+        log cannot be read in time."""
+        self._core.restart(None if timeout is None or timeout < 0 else timeout)
+
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
         """``Producer.purge``. Records buffered behind a layout switch are not
         purged (they were accepted in order and are sent when it completes)."""

@@ -1,9 +1,14 @@
-"""Spark Structured Streaming source for kafka-ordered topics.
+"""Spark Structured Streaming source and sink for kafka-ordered topics.
 
 >>> df = (spark.readStream.format("kafka_ordered")
 ...       .option("kafka.bootstrap.servers", "localhost:9092")
 ...       .option("subscribe", "orders")
 ...       .load())
+>>> q = (df.writeStream.format("kafka_ordered")   # the sink (spark_connector.sink)
+...      .option("kafka.bootstrap.servers", "localhost:9092")
+...      .option("topic", "orders-copy")
+...      .option("checkpointLocation", "/tmp/ck")
+...      .start())
 
 PySpark finds the source by itself (the top-level module
 ``pyspark_kafka_ordered``) when kafka-ordered is installed in the interpreter

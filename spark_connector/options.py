@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from kafka_ordered.config import split_config
+from kafka_ordered.config import PRODUCER_OPTIONS, forced, split_config
 from kafka_ordered.errors import ConfigError
 
 __all__ = [
@@ -33,6 +33,10 @@ __all__ = [
     "SPARK_ONLY_OPTIONS",
     "DEFAULT_GROUP_ID_PREFIX",
     "STREAM_ONLY_REFUSED",
+    "SinkOptions",
+    "parse_sink_options",
+    "SINK_ORDERED_OPTIONS",
+    "SOURCE_ONLY_OPTIONS",
 ]
 
 #: ``groupIdPrefix`` default: consumers get ``<prefix>-<random>`` as their
@@ -421,4 +425,116 @@ def parse_options(raw: Mapping[str, Any], *, streaming: Optional[bool]) -> Sourc
         corrupt_policy=shared["ordered.layout.corrupt.policy"],
         metadata_timeout_ms=shared["ordered.metadata.timeout.ms"],
         require_managed=_bool(REQUIRE_MANAGED, opts.get(REQUIRE_MANAGED), True),
+    )
+
+
+# ------------------------------------------------------------------ the sink
+
+#: ``ordered.*`` keys the sink accepts: the producer's, minus
+#: ``ordered.producer.id`` (the sink chooses its producers' ids, see
+#: docs/spark.md), plus :data:`REQUIRE_MANAGED`.
+SINK_ORDERED_OPTIONS: Tuple[str, ...] = tuple(k for k in PRODUCER_OPTIONS if k != "ordered.producer.id") + (
+    REQUIRE_MANAGED,
+)
+
+#: Options of the source that mean nothing to the sink (lower-cased): given to
+#: a write they are an error, not silently ignored.
+SOURCE_ONLY_OPTIONS: Tuple[str, ...] = (
+    "subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets", "startingtimestamp",
+    "endingtimestamp", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy", "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
+    "failondataloss", "includeheaders", "kafkaconsumer.polltimeoutms", "minpartitions",
+    "maxrecordsperpartition", "groupidprefix", "fetchoffset.numretries", "fetchoffset.retryintervalms",
+    "ordered.gating",
+)
+
+# Producer settings the sink refuses (the built-in sink refuses the Java serializers too).
+_REFUSED_SINK_KAFKA = {
+    "key.serializer": "keys are written as given (binary or string columns)",
+    "value.serializer": "values are written as given (binary or string columns)",
+    "transactional.id": "the sink is at-least-once, like Spark's Kafka sink; it does not write in transactions",
+    "interceptor.classes": "not supported",
+}
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """Parsed options of a write (picklable).
+
+    ``producer_config`` is what each executor's
+    :class:`~kafka_ordered.OrderedProducer` gets: every ``kafka.*`` option
+    without the prefix, ``acks=all`` and idempotence forced, and the
+    producer's ``ordered.*`` keys. ``topic``: the ``topic`` option (it
+    overrides a ``topic`` column), or ``None``."""
+
+    producer_config: Mapping[str, Any]
+    topic: Optional[str]
+    require_managed: bool
+    layout_topic: str
+    corrupt_policy: str
+    metadata_timeout_ms: int
+
+    @property
+    def timeout_s(self) -> float:
+        """``ordered.metadata.timeout.ms`` in seconds."""
+        return self.metadata_timeout_ms / 1000.0
+
+
+def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
+    """Validate the options of ``df.write``/``df.writeStream.format("kafka_ordered")``.
+
+    Raises :class:`~kafka_ordered.errors.ConfigError` naming the option for:
+    no ``kafka.bootstrap.servers``; a refused producer setting
+    (``kafka.key.serializer``, ``kafka.value.serializer``,
+    ``kafka.transactional.id``, ``kafka.interceptor.classes``; ``kafka.acks``
+    other than ``all`` and ``kafka.enable.idempotence=false``, which would
+    void the ordering); ``ordered.producer.id``; an unknown ``ordered.*``
+    key; a source-only option (``subscribe``, ``startingOffsets``...)."""
+    opts: Dict[str, str] = {str(k).lower(): v for k, v in raw.items() if v is not None}
+    conf: Dict[str, Any] = {}
+    for k, v in opts.items():
+        if k.startswith("kafka."):
+            key = k[len("kafka."):]
+            if key in _REFUSED_SINK_KAFKA:
+                raise ConfigError(f"option kafka.{key} is not supported by the kafka_ordered sink: {_REFUSED_SINK_KAFKA[key]}")
+            conf[key] = v
+    if not conf.get("bootstrap.servers"):
+        raise ConfigError(
+            "option kafka.bootstrap.servers is required (e.g. .option('kafka.bootstrap.servers', 'host:9092')); "
+            f"options given: {', '.join(sorted(opts)) or 'none'}"
+        )
+    try:
+        forced(conf, "acks", "all", ("all", -1, "-1"))
+        forced(conf, "enable.idempotence", True, (True, "true"))
+    except ConfigError as e:
+        raise ConfigError(f"option kafka.{e}") from None
+    source_only = sorted(k for k in opts if k in SOURCE_ONLY_OPTIONS)
+    if source_only:
+        raise ConfigError(
+            f"option(s) {', '.join(source_only)} apply to reading (spark.read/readStream), not to the "
+            "kafka_ordered sink: remove them from the write"
+        )
+    if "ordered.producer.id" in opts:
+        raise ConfigError(
+            "option ordered.producer.id is not supported by the kafka_ordered sink: one id would be shared by "
+            "concurrent tasks, which the protocol forbids. The sink's producers are anonymous and register again "
+            "at every task, which keeps the order across micro-batches (see docs/spark.md, 'The sink')"
+        )
+    for k in opts:
+        if k.startswith("ordered.") and k not in SINK_ORDERED_OPTIONS:
+            raise ConfigError(
+                f"unknown option {k!r}; the kafka_ordered sink accepts: {', '.join(SINK_ORDERED_OPTIONS)}"
+            )
+    given = {k: v for k, v in opts.items() if k in SINK_ORDERED_OPTIONS and k != REQUIRE_MANAGED}
+    shared, _ = split_config(given, PRODUCER_OPTIONS, "the kafka_ordered sink")
+    topic = opts.get("topic")
+    if topic is not None and not str(topic).strip():
+        raise ConfigError("option topic must not be empty")
+    return SinkOptions(
+        producer_config={**conf, **{k: v for k, v in shared.items() if k != "ordered.producer.id"}},
+        topic=str(topic).strip() if topic is not None else None,
+        require_managed=_bool(REQUIRE_MANAGED, opts.get(REQUIRE_MANAGED), True),
+        layout_topic=shared["ordered.layout.topic"],
+        corrupt_policy=shared["ordered.layout.corrupt.policy"],
+        metadata_timeout_ms=shared["ordered.metadata.timeout.ms"],
     )

@@ -15,9 +15,6 @@ reader is testable without a SparkSession.
 from __future__ import annotations
 
 import atexit
-import json
-import os
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -33,6 +30,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kafka_ordered.errors import KafkaOrderedError, StaleLayoutViewError
 from kafka_ordered.tokens import has_header, stamp_of, strip
+
+from ._pool import IdlePool, PoolKey, pool_key
 
 __all__ = [
     "KafkaRange",
@@ -55,7 +54,8 @@ POOL_IDLE_TIMEOUT_S = 300.0
 #: ``spark.kafka.consumer.cache.capacity`` default); the oldest go first.
 POOL_CAPACITY = 64
 #: For tests: when this environment variable names a directory, every worker
-#: process writes its pool counters to ``<dir>/<pid>.json`` after each read.
+#: process writes its pool counters to ``<dir>/<pool>-<pid>.json`` (``consumers``,
+#: ``producers``) whenever a client goes back to its pool.
 POOL_STATS_ENV = "KAFKA_ORDERED_SPARK_POOL_STATS"
 
 #: Rows per Arrow record batch handed to Spark.
@@ -118,148 +118,41 @@ def _data_loss(fail: bool, msg: str) -> None:
         )
 
 
-_PoolKey = Tuple[Tuple[str, str], ...]
-
-
-class ConsumerPool:
-    """Idle reading consumers of one process, keyed by config.
+class ConsumerPool(IdlePool[Consumer]):
+    """Idle reading consumers of one process, keyed by config
+    (:class:`spark_connector._pool.IdlePool`).
 
     Contract: :meth:`acquire` hands a consumer to one reader at a time (a
     pooled one when an idle consumer with that config exists, else a new
     one); :meth:`release` either pools it (unassigned, so nothing of the old
     range stays queued) or, with ``ok=False``, closes it. Consumers idle
-    longer than ``idle_timeout_s`` are closed (at the next acquire/release,
-    and by a daemon thread), so are the oldest beyond ``capacity`` and all of
-    them at interpreter exit. Thread-safe. ``created``/``reused``/``closed``
-    count what happened (for tests and logs)."""
+    longer than ``idle_timeout_s`` are closed, so are the oldest beyond
+    ``capacity`` and all of them at interpreter exit. Thread-safe.
+    ``created``/``reused``/``closed`` count what happened (for tests and
+    logs; written to ``consumers-<pid>.json`` under :data:`POOL_STATS_ENV`)."""
 
     def __init__(self, idle_timeout_s: float = POOL_IDLE_TIMEOUT_S, capacity: int = POOL_CAPACITY) -> None:
-        self.idle_timeout_s = idle_timeout_s
-        self.capacity = capacity
-        self._idle: Dict[_PoolKey, List[Tuple[float, Consumer]]] = {}
-        self._lock = threading.Lock()
-        self._evictor: Optional[threading.Thread] = None
-        self._pid = os.getpid()
-        self.created = 0
-        self.reused = 0
-        self.closed = 0
+        super().__init__(Consumer.close, idle_timeout_s, capacity, "consumers", POOL_STATS_ENV)
 
     @staticmethod
-    def key(conf: Mapping[str, Any]) -> _PoolKey:
-        """The pool key of a consumer config: its items as sorted
-        ``(str, str)`` pairs, so equal configs share idle consumers."""
-        return tuple(sorted((str(k), str(v)) for k, v in conf.items()))
+    def key(conf: Mapping[str, Any]) -> PoolKey:
+        """The pool key of a consumer config (:func:`~spark_connector._pool.pool_key`)."""
+        return pool_key(conf)
 
-    def _check_fork(self) -> None:
-        # A forked worker must not use its parent's consumers (librdkafka
-        # threads do not survive fork): start empty.
-        if self._pid != os.getpid():
-            self._pid = os.getpid()
-            self._idle = {}
-            self._evictor = None
-            self.created = self.reused = self.closed = 0
-
-    def acquire(self, conn: Mapping[str, Any], group_id: Optional[str], group_id_prefix: str) -> Tuple[_PoolKey, Consumer]:
+    def acquire(self, conn: Mapping[str, Any], group_id: Optional[str], group_id_prefix: str) -> Tuple[PoolKey, Consumer]:
         """A consumer for ``reader_config(conn, group_id, group_id_prefix)``
         and the key to release it under."""
-        key = self.key({**conn, "\0group.id": group_id or "", "\0prefix": group_id_prefix})
-        with self._lock:
-            self._check_fork()
-            self._expire(time.monotonic())
-            idle = self._idle.get(key)
-            if idle:
-                _, c = idle.pop()
-                self.reused += 1
-                return key, c
-            self.created += 1
-        return key, Consumer(reader_config(conn, group_id, group_id_prefix))
+        key = pool_key({**conn, "\0group.id": group_id or "", "\0prefix": group_id_prefix})
+        return key, self.take(key, lambda: Consumer(reader_config(conn, group_id, group_id_prefix)))
 
-    def release(self, key: _PoolKey, consumer: Consumer, ok: bool) -> None:
+    def release(self, key: PoolKey, consumer: Consumer, ok: bool) -> None:
         """Give ``consumer`` back: pooled when ``ok``, else closed."""
         if ok:
             try:
                 consumer.unassign()
             except Exception:
                 ok = False
-        if not ok:
-            self._close(consumer)
-            return
-        with self._lock:
-            self._check_fork()
-            now = time.monotonic()
-            self._idle.setdefault(key, []).append((now, consumer))
-            self._expire(now)
-            over = sum(len(v) for v in self._idle.values()) - self.capacity
-            while over > 0:
-                k = min(self._idle, key=lambda k: self._idle[k][0][0])
-                _, c = self._idle[k].pop(0)
-                if not self._idle[k]:
-                    del self._idle[k]
-                self._close(c)
-                over -= 1
-            if self._evictor is None:
-                self._evictor = threading.Thread(target=self._evict_loop, name="kafka-ordered-pool", daemon=True)
-                self._evictor.start()
-        self._write_stats()
-
-    def _expire(self, now: float) -> None:
-        for k in list(self._idle):
-            keep = [(t, c) for t, c in self._idle[k] if now - t < self.idle_timeout_s]
-            for t, c in self._idle[k]:
-                if now - t >= self.idle_timeout_s:
-                    self._close(c)
-            if keep:
-                self._idle[k] = keep
-            else:
-                del self._idle[k]
-
-    def _evict_loop(self) -> None:
-        while True:
-            time.sleep(max(0.05, min(30.0, self.idle_timeout_s / 2)))
-            with self._lock:
-                if self._pid != os.getpid():
-                    return
-                self._expire(time.monotonic())
-
-    def _close(self, c: Consumer) -> None:
-        self.closed += 1
-        try:
-            c.close()
-        except Exception:  # pragma: no cover - best effort
-            pass
-
-    def idle(self) -> int:
-        """How many idle consumers are pooled now."""
-        with self._lock:
-            self._check_fork()
-            return sum(len(v) for v in self._idle.values())
-
-    def close_all(self) -> None:
-        """Close every idle consumer (best effort; never raises)."""
-        with self._lock:
-            if self._pid != os.getpid():
-                return
-            idle, self._idle = self._idle, {}
-            for lst in idle.values():
-                for _, c in lst:
-                    self._close(c)
-
-    def stats(self) -> Dict[str, int]:
-        """``created``, ``reused``, ``closed``, ``idle`` of this process."""
-        return {"pid": os.getpid(), "created": self.created, "reused": self.reused, "closed": self.closed,
-                "idle": sum(len(v) for v in self._idle.values())}
-
-    def _write_stats(self) -> None:
-        where = os.environ.get(POOL_STATS_ENV)
-        if not where:
-            return
-        try:
-            path = os.path.join(where, f"{os.getpid()}.json")
-            with open(path + ".tmp", "w") as f:
-                json.dump(self.stats(), f)
-            os.replace(path + ".tmp", path)
-        except OSError:  # pragma: no cover - test aid only
-            pass
+        self.give(key, consumer, ok)
 
 
 #: The pool of this process.

@@ -43,7 +43,14 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 try:
-    from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceReader,
+        DataSourceStreamReader,
+        DataSourceStreamWriter,
+        DataSourceWriter,
+        InputPartition,
+    )
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
         ReadLimit,
@@ -153,7 +160,8 @@ def check_schema(schema: StructType, include_headers: bool) -> None:
 
 
 class KafkaOrderedDataSource(DataSource):
-    """``format("kafka_ordered")``: Spark's Kafka source, gated by the layout log."""
+    """``format("kafka_ordered")``: Spark's Kafka source, gated by the layout
+    log, and its Kafka sink, partitioned by the layout (:mod:`spark_connector.sink`)."""
 
     @classmethod
     def name(cls) -> str:
@@ -179,6 +187,20 @@ class KafkaOrderedDataSource(DataSource):
         opts = parse_options(self.options, streaming=True)
         check_schema(schema, opts.include_headers)
         return KafkaOrderedStreamReader(opts, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> "DataSourceWriter":
+        """``df.write.format("kafka_ordered")``: see :mod:`spark_connector.sink`
+        (raises :class:`ConfigError` for bad options or columns and overwrite
+        mode, and the broker-side errors listed there)."""
+        from .sink import make_writer
+
+        return make_writer(self.options, schema, overwrite, streaming=False)  # type: ignore[return-value]
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> "DataSourceStreamWriter":
+        """``df.writeStream.format("kafka_ordered")``: see :mod:`spark_connector.sink`."""
+        from .sink import make_writer
+
+        return make_writer(self.options, schema, overwrite, streaming=True)  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------- driver side

@@ -19,6 +19,9 @@ when they run). The broker-free simulation is
   6000); :func:`group_config` picks them or :data:`SAFE_GROUP_CONFIG`.
 - :class:`OrderingOracle` checks per-key delivery order of values made by
   :func:`encode_value`.
+- :func:`builtin_kafka_jars` finds Spark's own Kafka connector
+  (``spark-sql-kafka-0-10``) for the tests and benchmarks that compare with
+  it; :func:`fetch_builtin_kafka_jars` downloads it with Maven.
 """
 
 from ._broker import (
@@ -34,6 +37,7 @@ from ._broker import (
 )
 from ._cluster import KAFKA_VERSION, KafkaCluster, KafkaSetupError, SaslUser
 from ._oracle import OracleReport, OrderingOracle, Violation, decode_value, encode_value
+from ._spark_jars import SPARK_KAFKA_ARTIFACTS, SPARK_KAFKA_JARS_ENV, builtin_kafka_jars, fetch_builtin_kafka_jars
 
 __all__ = [
     "EmbeddedBroker",
@@ -54,4 +58,8 @@ __all__ = [
     "Violation",
     "encode_value",
     "decode_value",
+    "SPARK_KAFKA_ARTIFACTS",
+    "SPARK_KAFKA_JARS_ENV",
+    "builtin_kafka_jars",
+    "fetch_builtin_kafka_jars",
 ]

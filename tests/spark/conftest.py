@@ -1,7 +1,9 @@
-"""Fixtures of the Spark source tests: ONE local[2] SparkSession per test run
-(it takes ~10 s to start) with the ``kafka_ordered`` source registered, and
-helpers to run a streaming query collecting every batch through
-``foreachBatch``."""
+"""Fixtures of the Spark tests: ONE local[2] SparkSession per test run (it
+takes ~10 s to start) with the ``kafka_ordered`` source registered and, when
+its jars are in the local Maven repository, Spark's own Kafka connector on
+the classpath (``builtin_kafka``); helpers to run a streaming query
+collecting every batch through ``foreachBatch``, the ordering oracle, and
+the sink's counter-examples."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -23,7 +25,7 @@ except ImportError:  # pip install -e '.[spark]' to run these
 @pytest.fixture(scope="session")
 def pool_stats_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Where the session's Python workers write their consumer-pool counters
-    (``spark_connector.reading.POOL_STATS_ENV``; one ``<pid>.json`` each)."""
+    (``spark_connector.reading.POOL_STATS_ENV``; ``<pool>-<pid>.json``)."""
     return str(tmp_path_factory.mktemp("pool-stats"))
 
 
@@ -39,8 +41,14 @@ def spark(tmp_path_factory: pytest.TempPathFactory, pool_stats_dir: str) -> Iter
 
     import spark_connector
 
+    from kafka_ordered.testing import builtin_kafka_jars
+
+    builder = SparkSession.builder
+    jars = builtin_kafka_jars()
+    if jars:  # Spark's own Kafka connector, for the parity tests (local files: nothing is resolved)
+        builder = builder.config("spark.jars", ",".join(jars))
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("kafka-ordered-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
@@ -53,6 +61,17 @@ def spark(tmp_path_factory: pytest.TempPathFactory, pool_stats_dir: str) -> Iter
     spark_connector.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def builtin_kafka(spark: Any) -> bool:
+    """Spark's own Kafka connector is on the shared session's classpath;
+    skips the test, saying how to get it, when it is not."""
+    from kafka_ordered.testing import builtin_kafka_jars
+
+    if not builtin_kafka_jars():
+        pytest.skip("Spark's Kafka connector (spark-sql-kafka-0-10) is not in ~/.m2: run `make spark-kafka-jars`")
+    return True
 
 
 class BatchSink:
@@ -112,7 +131,8 @@ class SeqProducers:
 
         self.topic = topic
         self.keys = keys
-        self.producers = [OrderedProducer({**config, "linger.ms": 5}) for _ in range(n)]
+        self.config = {"linger.ms": 5, **config}
+        self.producers = [OrderedProducer(self.config) for _ in range(n)]
         self.next_seq: Dict[Any, int] = {}
         self.acked: set = set()
         self.failed: List[str] = []
@@ -144,6 +164,15 @@ class SeqProducers:
             while (cur := p.history.current(self.topic)) is None or cur.epoch < epoch:
                 assert time.monotonic() < deadline, f"producer never saw epoch {epoch}"
                 time.sleep(0.02)
+
+    def restart(self) -> None:
+        """Close every producer and start a new one in its place (same
+        producer number: its sequence numbers go on, and so must its order)."""
+        from kafka_ordered import OrderedProducer
+
+        for i, p in enumerate(self.producers):
+            assert p.close(10) == 0
+            self.producers[i] = OrderedProducer(self.config)
 
     def close(self) -> None:
         for p in self.producers:
@@ -188,3 +217,71 @@ def delivered(batches: Dict[int, List[Any]]) -> List[Any]:
             pid, seq = r["value"].decode().split(":")
             out.append((int(pid), bytes(r["key"]), int(seq)))
     return out
+
+
+# ------------------------------------------------------------ sink helpers
+
+
+def read_ordered(bootstrap: str, layout_topic: str, topic: str, partitions: int, group: Dict[str, Any],
+                 want: set, hold: Tuple[int, ...] = (0, 1), hold_s: float = 3.0, timeout: float = 60.0) -> Any:
+    """Read ``topic`` (``partitions`` physical partitions) from the start with
+    one ``OrderedConsumer`` until every (producer, key, seq) of ``want`` was
+    delivered (or ``timeout``); returns the :class:`OrderingOracle`.
+
+    The consumer lags on the partitions ``hold`` for the first ``hold_s``
+    seconds (the application paused them: a legal interleaving, as when one
+    partition's fetches are slow): a partition whose keys moved in from a
+    held one must wait for it, which only the gates make it do."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    from kafka_ordered import OrderedConsumer
+    from kafka_ordered.testing import OrderingOracle
+
+    oracle = OrderingOracle()
+    for pid, key, seq in want:
+        oracle.acknowledged(key, str(pid), seq)
+    seen: set = set()
+    c = OrderedConsumer({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic, **group})
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        held = [TopicPartition(topic, p) for p in hold]
+        c.pause(held)
+        began = time.monotonic()
+        deadline = began + timeout
+        while not want <= seen and time.monotonic() < deadline:
+            if held and time.monotonic() - began > hold_s:
+                c.resume(held)
+                held = []
+            for m in c.consume(50, 0.2):
+                if m.error() is not None:
+                    continue
+                pid, seq = m.value().decode().split(":")
+                seen.add((int(pid), m.key(), int(seq)))
+                oracle.delivered(m.key(), pid, int(seq), partition=m.partition(), offset=m.offset())
+    finally:
+        c.close()
+    return oracle
+
+
+class LayoutNaiveWriter:
+    """A ``foreachBatch`` writer that does what a user without the sink might:
+    partition every row by the topic's *current* layout (read at each batch)
+    and write it with a plain confluent ``Producer``: no registration, no
+    stamps (the counter-example the sink's tests compare against)."""
+
+    def __init__(self, bootstrap: str, layout_topic: str, topic: str, producer_config: Dict[str, Any]) -> None:
+        self.conf = {"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}
+        self.topic = topic
+        self.producer_config = {"bootstrap.servers": bootstrap, **producer_config}
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        from confluent_kafka import Producer
+
+        from kafka_ordered.admin import LayoutAdmin
+
+        with LayoutAdmin(self.conf) as admin:
+            layout = admin.layout(self.topic)
+        p = Producer(self.producer_config)
+        for r in df.select("key", "value").collect():
+            p.produce(self.topic, r["value"], r["key"], layout.partition_for(r["key"]))
+        assert p.flush(30) == 0

@@ -204,12 +204,12 @@ def test_spark_workers_reuse_their_consumers_across_batches(
     sink = BatchSink(["offset"])
     df = (spark.readStream.format("kafka_ordered").options(**filled["options"])
           .option("maxOffsetsPerTrigger", "20").option("groupIdPrefix", prefix).load())
-    before = _pool_stats(pool_stats_dir)
+    before = _pool_stats(pool_stats_dir, "consumers")
     q = _start(spark, df, tmp_path, sink, availableNow=True)
     q.awaitTermination(120)
     assert q.exception() is None
     assert sink.count() == 200 and len(sink.batches) >= 10
-    after = _pool_stats(pool_stats_dir)
+    after = _pool_stats(pool_stats_dir, "consumers")
     created = sum(s["created"] - before.get(pid, {}).get("created", 0) for pid, s in after.items())
     reused = sum(s["reused"] - before.get(pid, {}).get("reused", 0) for pid, s in after.items())
     processes = sum(1 for pid, s in after.items() if s != before.get(pid))
@@ -219,9 +219,9 @@ def test_spark_workers_reuse_their_consumers_across_batches(
     assert reused >= 10 - processes, (reused, after)
 
 
-def _pool_stats(where: str) -> Dict[str, Dict[str, int]]:
+def _pool_stats(where: str, pool: str) -> Dict[str, Dict[str, int]]:
     out = {}
-    for path in glob.glob(os.path.join(where, "*.json")):
+    for path in glob.glob(os.path.join(where, f"{pool}-*.json")):
         with open(path) as f:
             out[os.path.basename(path)] = json.load(f)
     return out

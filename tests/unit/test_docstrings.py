@@ -56,7 +56,9 @@ PUBLIC_MODULES = (
     "spark_connector.options",
     "spark_connector.planning",
     "spark_connector.reading",
+    "spark_connector.sink",
     "spark_connector.source",
+    "spark_connector.writing",
     "pyspark_kafka_ordered",
 )
 
