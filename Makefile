@@ -6,6 +6,7 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test test-kafka test-unit test-fallback typecheck bench chaos install ext docs clean spark-kafka-jars
 SEEDS ?= 0-9
+BROKER ?= embedded
 
 # `pip install -e .` also compiles the optional C speed-ups in place
 # (setuptools' editable mode runs build_ext inplace); a failed compile leaves
@@ -57,7 +58,6 @@ test-kafka: $(VENV)/.full
 
 ## make chaos SEEDS=0-49 [BROKER=kafka]: the randomized multi-process fault suite, one line per seed
 ## and a total; BROKER=kafka runs it on a 3-node Apache Kafka cluster with broker faults added
-BROKER ?= embedded
 chaos: $(VENV)/.full
 	$(PY) -m tests.chaos.run --seeds $(SEEDS) --broker $(BROKER)
 	$(PY) -m tests.chaos.run --seeds $(firstword $(subst -, ,$(SEEDS))) --plain --broker $(BROKER)
@@ -78,11 +78,12 @@ typecheck: $(VENV)/.full
 docs: $(VENV)/.docs
 	$(VENV)/bin/sphinx-build -W --keep-going -b html docs docs/_build/html
 
-## make bench: every benchmark (paired rounds against the raw clients), then a summary table
-## of their BENCH lines (BENCH_ARGS=--markdown for the README's table)
+## make bench [BROKER=kafka]: every benchmark (paired rounds against the raw clients), then a summary
+## table of their BENCH lines (BENCH_ARGS=--markdown for the README's table); BROKER=kafka runs
+## them on a 3-node Apache Kafka cluster
 BENCH_ARGS ?=
-bench: $(VENV)/.full
-	SPARK_LOCAL_IP=127.0.0.1 $(PY) benchmarks/_summary.py $(BENCH_ARGS)
+bench: $(VENV)/.full spark-kafka-jars
+	SPARK_LOCAL_IP=127.0.0.1 $(PY) benchmarks/_summary.py --broker $(BROKER) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build kafka_ordered/_speedups*.so kafka_ordered/_speedups*.pyd .pytest_cache .hypothesis spark-warehouse

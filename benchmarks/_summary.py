@@ -1,13 +1,17 @@
 """Run every benchmark and print one table of their BENCH lines (``make bench``).
 
-    python benchmarks/_summary.py [--only NAME ...] [--skip NAME ...] [--markdown]
+    python benchmarks/_summary.py [--only NAME ...] [--skip NAME ...] [--broker embedded|kafka] [--markdown]
 
 Each benchmark runs as its own process, its output passed through as it
 comes; its ``BENCH <name> value=<x> target=<op><y> PASS|MISS`` lines are
 collected. At the end: a table of every line (benchmark, name, value,
 target, result), with ``--markdown`` as a Markdown table for the README.
 A benchmark that fails (no BENCH line, or a non-zero exit) is listed as
-ERROR and makes the exit status 1; a MISS does not.
+ERROR and makes the exit status 1; a MISS does not. ``--broker kafka`` runs
+every benchmark against one 3-node Apache Kafka cluster
+(:class:`kafka_ordered.testing.KafkaCluster`, through
+``KAFKA_ORDERED_BOOTSTRAP``) instead of an embedded broker each; the table
+names the broker.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import re
 import subprocess
 import sys
 import time
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -32,8 +36,10 @@ BENCHMARKS = ["hashing", "partitioner", "autoscale", "scale", "producer", "consu
 LINE = re.compile(r"^BENCH (\S+) value=(\S+) target=(\S+) (PASS|MISS)\s*$")
 
 
-def run(name: str) -> Tuple[List[Tuple[str, str, str, str]], int, float]:
+def run(name: str, bootstrap: Optional[str] = None) -> Tuple[List[Tuple[str, str, str, str]], int, float]:
     env = dict(os.environ)
+    if bootstrap is not None:
+        env["KAFKA_ORDERED_BOOTSTRAP"] = bootstrap
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     env["PYTHONUNBUFFERED"] = "1"
     began = time.monotonic()
@@ -57,27 +63,41 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", default=None, choices=BENCHMARKS)
     ap.add_argument("--skip", nargs="*", default=[], choices=BENCHMARKS)
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    ap.add_argument("--broker", choices=["embedded", "kafka"], default="embedded",
+                    help="embedded: each benchmark starts its own embedded broker (or uses "
+                         "$KAFKA_ORDERED_BOOTSTRAP); kafka: one 3-node Apache Kafka cluster for all")
     a = ap.parse_args()
     names = [n for n in (a.only or BENCHMARKS) if n not in a.skip]
     where = machine()
-    rows: List[Tuple[str, str, str, str, str]] = []
+    rows: List[Tuple[str, ...]] = []
     failed = False
-    for name in names:
-        print(f"\n=== benchmarks/{name}.py", flush=True)
-        found, code, seconds = run(name)
-        print(f"=== benchmarks/{name}.py: exit {code}, {seconds:.0f} s", flush=True)
-        if code != 0 or not found:
-            failed = True
-            rows.append((name, "-", "-", "-", "ERROR"))
-        rows.extend((name, *f) for f in found)
+    cluster = None
+    broker = "kafka" if a.broker == "kafka" or os.environ.get("KAFKA_ORDERED_BOOTSTRAP") else "embedded"
+    if a.broker == "kafka":
+        from kafka_ordered.testing import KAFKA_VERSION, KafkaCluster
+
+        cluster = KafkaCluster(nodes=3).start()
+        broker = f"Apache Kafka {KAFKA_VERSION} (3 nodes)"
+    try:
+        for name in names:
+            print(f"\n=== benchmarks/{name}.py", flush=True)
+            found, code, seconds = run(name, cluster.bootstrap_servers if cluster is not None else None)
+            print(f"=== benchmarks/{name}.py: exit {code}, {seconds:.0f} s", flush=True)
+            if code != 0 or not found:
+                failed = True
+                rows.append((name, broker, "-", "-", "-", "ERROR"))
+            rows.extend((name, broker, *f) for f in found)
+    finally:
+        if cluster is not None:
+            cluster.close()
     print(f"\nSummary ({where})")
+    header = ("benchmark", "broker", "name", "value", "target", "result")
     if a.markdown:
-        print("\n| benchmark | name | value | target | result |\n|---|---|---|---|---|")
+        print("\n| " + " | ".join(header) + " |\n|" + "---|" * len(header))
         for r in rows:
             print("| " + " | ".join(r) + " |")
     else:
-        widths = [max(len(r[i]) for r in rows + [("benchmark", "name", "value", "target", "result")]) for i in range(5)]
-        header = ("benchmark", "name", "value", "target", "result")
+        widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
         print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
         for r in rows:
             print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
