@@ -100,8 +100,7 @@ class LayoutLog:
         except UnknownTopicError:
             if not create:
                 raise
-            self._create()
-            count = partition_count(self._admin, self.topic, self.timeout)
+            count = self._create()
         if count != 1:
             raise UnsafeLayoutLogError(
                 f"layout log {self.topic} has {count} partitions; it must have exactly one "
@@ -133,7 +132,9 @@ class LayoutLog:
                 log.warning("cannot create the snapshots topic %s (%s): clients replay the whole layout log at "
                             "start; create it (1 partition) to let them start from a snapshot", topic, err)
 
-    def _create(self) -> None:
+    def _create(self) -> int:
+        """Create the log's topic (or find it created by another client);
+        returns its partition count once Metadata shows it."""
         try:
             brokers = len(self._admin.list_topics(timeout=self.timeout).brokers)
         except KafkaException as e:
@@ -146,21 +147,22 @@ class LayoutLog:
             fs[self.topic].result()
         except KafkaException as e:
             err = e.args[0]
-            if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                return
-            raise LayoutLogError(
-                f"cannot create the layout log topic {self.topic}: {err.str()}. Create it yourself "
-                f"(1 partition, retention.ms=-1, retention.bytes=-1, cleanup.policy=delete) or grant "
-                "CreateTopics to this client.",
-                code=err.code(),
-            ) from e
-        # Metadata propagates asynchronously on multi-broker clusters.
+            if err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise LayoutLogError(
+                    f"cannot create the layout log topic {self.topic}: {err.str()}. Create it yourself "
+                    f"(1 partition, retention.ms=-1, retention.bytes=-1, cleanup.policy=delete) or grant "
+                    "CreateTopics to this client.",
+                    code=err.code(),
+                ) from e
+        # Metadata propagates to each broker on its own on multi-broker
+        # clusters: one may show the new topic while the next one asked does not.
         deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
+        while True:
             try:
-                partition_count(self._admin, self.topic, self.timeout)
-                return
+                return partition_count(self._admin, self.topic, self.timeout)
             except UnknownTopicError:
+                if time.monotonic() >= deadline:
+                    raise
                 time.sleep(0.05)
 
     def _check_config(self) -> None:

@@ -11,7 +11,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from kafka_ordered import LayoutAdmin
 from kafka_ordered.admin import _cluster
@@ -41,8 +41,7 @@ def _ids(replicas: List[int]) -> List[int]:
 def _managed_from(cluster: KafkaCluster, topic: str, assignment: Dict[int, List[int]]) -> LayoutAdmin:
     """A topic created with ``assignment`` (KIP broker numbers), then adopted."""
     plain = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    new = NewTopic(topic, replica_assignment=[_ids(assignment[p]) for p in sorted(assignment)])
-    plain.create_topics([new])[topic].result(30)
+    _cluster.create_topic(plain, topic, {p: _ids(r) for p, r in assignment.items()})
     admin = LayoutAdmin({"bootstrap.servers": cluster.bootstrap_servers, "ordered.layout.topic": f"_ko-{topic}"})
     admin.adopt(topic, hash="murmur2")
     return admin
