@@ -141,6 +141,8 @@ class GatingCore:
         self.keeper.announcing = False
         self._listener: Optional[PartitionKeyRebalanceListener] = None
         self.subscribed: Set[str] = set()
+        # Physical partition count per subscribed topic in the view, to notice expansions.
+        self._physical: Dict[str, int] = {}
         self.parts: Dict[TP, PartitionState] = {}
         self._owned: Set[TP] = set()
         self._held: Set[TP] = set()
@@ -432,8 +434,13 @@ class GatingCore:
         now, wall = time.monotonic(), time.time()
         hand_off: Optional[Dict[TP, int]] = None
         for topic in {t for t, _ in self._owned} | self.subscribed:
-            if history.current(topic) is None:
+            layout = history.current(topic)
+            if layout is None:
                 continue
+            if topic in self.subscribed and layout.physical_partitions > self._physical.setdefault(
+                    topic, layout.physical_partitions):
+                self._physical[topic] = layout.physical_partitions
+                self.port.learn_partitions(topic)
             since = self._gate_offsets.get(topic)
             self._gate_offsets[topic] = upto
             if not since:  # first look at this topic: only what touches owned partitions

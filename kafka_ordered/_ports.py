@@ -64,6 +64,12 @@ class ConsumerPort(Protocol):
     def partitions(self, tps: List[TP]) -> List[Any]:
         """``tps`` as the client's own partition objects (for listeners)."""
 
+    def learn_partitions(self, topic: str) -> None:
+        """Refresh the client's metadata of the subscribed ``topic`` now: an
+        expansion created partitions, and the group should rebalance onto
+        them without waiting for the periodic refresh (five minutes by
+        default). A failure is not an error (the periodic refresh remains)."""
+
 
 class ProducerPort(Protocol):
     """The producer operations the registering core drives."""

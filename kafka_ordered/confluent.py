@@ -496,6 +496,13 @@ class _ConsumerPort:
     def positions(self, tps: List[TP]) -> Dict[TP, int]:
         return {(p.topic, p.partition): p.offset for p in self.consumer.position(self.partitions(tps))}
 
+    def learn_partitions(self, topic: str) -> None:
+        try:
+            # A Metadata answer with more partitions makes librdkafka rebalance the group.
+            self.consumer.list_topics(topic, timeout=min(self.timeout, 5.0))
+        except KafkaException as e:
+            log.debug("refreshing the metadata of %s after an expansion failed: %s", topic, e)
+
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         tps = [TopicPartition(t, p, off) for (t, p), off in sorted(offsets.items())]
         if asynchronous:

@@ -63,6 +63,11 @@ class _ConsumerPort:
         return {(tp.topic, tp.partition): off
                 for tp, off in subscription_positions(self.consumer, self.partitions(tps)).items()}
 
+    def learn_partitions(self, topic: str) -> None:
+        # The next poll sends the Metadata request; its coordinator then rejoins
+        # the group when the subscribed topic gained partitions.
+        self.consumer._client.cluster.request_update()
+
     def committed(self, tps: List[TP]) -> Dict[TP, int]:
         res = self.coordinator.fetch_committed_offsets(self.partitions(tps), timeout_ms=int(self.timeout * 1000))
         return {(tp.topic, tp.partition): om.offset for tp, om in res.items() if om is not None and om.offset >= 0}

@@ -485,6 +485,30 @@ class KafkaCluster:
                         f"{timeout:.0f} s:\n{self.log_tail(i)}")
                 time.sleep(0.2)
 
+    def wait_healthy(self, timeout: float = 120.0) -> None:
+        """Wait until every node is in Metadata and every partition of every
+        topic has all its replicas in sync (what a test that stopped or
+        killed nodes leaves behind for the next one). Raises
+        :class:`BrokerUnavailableError` naming the partitions still behind."""
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout
+        self.wait_ready(range(self.nodes), timeout=timeout)
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        behind: List[str] = []
+        while time.monotonic() < deadline:
+            try:
+                md = admin.list_topics(timeout=5)
+            except Exception:
+                time.sleep(0.5)
+                continue
+            behind = [f"{t}-{p}" for t, tm in md.topics.items() for p, pm in tm.partitions.items()
+                      if set(pm.isrs) != set(pm.replicas) or pm.leader < 0]
+            if not behind:
+                return
+            time.sleep(0.5)
+        raise BrokerUnavailableError(f"partitions not fully in sync after {timeout:.0f} s: {sorted(behind)[:10]}")
+
     def stop(self, i: int, timeout: float = 30.0) -> None:
         """Stop node ``i`` cleanly (SIGTERM: controlled shutdown; SIGKILL after
         ``timeout``). Its storage stays for :meth:`start_node`."""

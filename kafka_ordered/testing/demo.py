@@ -590,7 +590,7 @@ def run_scenario(
             for node in faulted:
                 cluster.resume(node)
                 cluster.start_node(node, wait=False)
-            cluster.wait_ready(range(cluster.nodes), timeout=120)
+            cluster.wait_healthy()
 
 
 def _leader_node(cluster: "KafkaCluster", topic: str, pick: float) -> int:

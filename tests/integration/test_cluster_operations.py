@@ -110,6 +110,7 @@ def test_degraded_creation_then_heal_when_the_broker_returns(
     finally:
         cluster.start_node(away)
     res = admin.heal(topic, elect_leaders=True)
+    cluster.wait_healthy()
     assert res.ok and sorted(res.reassignments) == [0, 1]
     assert dict(res.in_sync) == {0: True, 1: True}
     got = _cluster.topic_assignment(client_config, topic)
@@ -134,7 +135,7 @@ def test_degraded_creation_is_refused_when_min_isr_cannot_be_met(
     finally:
         for i in away:
             cluster.start_node(i, wait=False)
-        cluster.wait_ready(range(cluster.nodes), timeout=120)
+        cluster.wait_healthy()
 
 
 def test_elect_leaders_reports_an_offline_preferred_replica_per_partition(
@@ -151,6 +152,7 @@ def test_elect_leaders_reports_an_offline_preferred_replica_per_partition(
         results = admin.elect_leaders(topic)
     finally:
         cluster.start_node(victim)
+        cluster.wait_healthy()
     offline = [p for p, reps in got.items() if reps[0] == victim_id]
     assert offline and all(not results[p].ok and results[p].status == "failed" for p in offline)
     assert all(results[p].ok for p in got if p not in offline)

@@ -115,7 +115,7 @@ def test_life_cycle_of_a_node(cluster_or_skip: KafkaCluster, topic: str) -> None
             cluster.start_node(last)
         assert cluster.running(last)
     assert cluster.pid(last) != pid
-    cluster.wait_ready(range(cluster.nodes), timeout=60)
+    cluster.wait_healthy()
     md = admin.list_topics(timeout=10)
     assert sorted(md.brokers) == [cluster.node_id(i) for i in range(cluster.nodes)]
 

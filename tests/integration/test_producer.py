@@ -223,7 +223,7 @@ def test_explicit_partition_refused_and_unmanaged_passthrough(
 ) -> None:
     from confluent_kafka.admin import NewTopic
 
-    admin.create_topic(topic, 2, physical_partitions=spare(4))
+    admin.create_topic(topic, 2, physical_partitions=4)
     producer = make_producer()
     with pytest.raises(PartitionOverrideError, match="per-key ordering"):
         producer.produce(topic, b"v", b"k", partition=1)
@@ -278,7 +278,7 @@ def test_registration_failure_keeps_records_buffered(unique: Callable[[str], str
     producer = OrderedProducer({**conf, "linger.ms": 1, "ordered.switch.timeout.ms": 3000,
                                 "message.timeout.ms": 3000})
     try:
-        admin.create_topic(topic, 2, physical_partitions=spare(4))
+        admin.create_topic(topic, 2, physical_partitions=4)
         producer.produce(topic, b"v", b"k")
         assert producer.flush(10) == 0
         admin.expand(topic, 4)

@@ -47,6 +47,9 @@ class FakePort:
     def partitions(self, tps: List[TP]) -> List[TP]:
         return list(tps)
 
+    def learn_partitions(self, topic: str) -> None:
+        self.calls.append(("learn_partitions", (topic,)))
+
 
 class FakeView:
     fatal: Optional[BaseException] = None
