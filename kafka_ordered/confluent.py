@@ -55,13 +55,16 @@ from .listener import PartitionKeyRebalanceListener
 from .metrics import ConsumerMetrics, ProducerMetrics
 from .tokens import Run, has_header, stamp_of, strip, with_stamp
 
-__all__ = ["OrderedProducer", "OrderedConsumer"]
+__all__ = ["OrderedProducer", "OrderedConsumer", "METADATA_REFRESH_MS"]
 
 log = logging.getLogger("kafka_ordered.consumer")
 
 #: Logical offsets of ``assign`` that name a start regardless of commits.
 _LOGICAL_STARTS: Dict[int, ResetPolicy] = {OFFSET_BEGINNING: "earliest", OFFSET_END: "latest"}
 plog = logging.getLogger("kafka_ordered.producer")
+#: ``OrderedConsumer``'s default ``topic.metadata.refresh.interval.ms``: how
+#: soon a subscribed group notices the partitions an expansion created.
+METADATA_REFRESH_MS = 5000
 _C = TypeVar("_C")
 
 
@@ -497,11 +500,9 @@ class _ConsumerPort:
         return {(p.topic, p.partition): p.offset for p in self.consumer.position(self.partitions(tps))}
 
     def learn_partitions(self, topic: str) -> None:
-        try:
-            # A Metadata answer with more partitions makes librdkafka rebalance the group.
-            self.consumer.list_topics(topic, timeout=min(self.timeout, 5.0))
-        except KafkaException as e:
-            log.debug("refreshing the metadata of %s after an expansion failed: %s", topic, e)
+        # An application's Metadata request does not update librdkafka's group;
+        # its own periodic refresh does (METADATA_REFRESH_MS by default).
+        pass
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         tps = [TopicPartition(t, p, off) for (t, p), off in sorted(offsets.items())]
@@ -520,6 +521,10 @@ class OrderedConsumer:
     offset, start at the earliest offset whatever ``auto.offset.reset`` says.
     Records are never dropped by gating, only delayed; ``poll`` returns
     ``None`` and ``consume`` fewer records while partitions wait.
+    ``topic.metadata.refresh.interval.ms`` defaults to
+    :data:`METADATA_REFRESH_MS` (librdkafka: 300000) so that a subscribed
+    group takes on the partitions an expansion creates within seconds; an
+    explicit value is kept.
     """
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -535,6 +540,9 @@ class OrderedConsumer:
             conf.pop(key, None)
         conf["enable.auto.commit"] = False
         conf["enable.auto.offset.store"] = False
+        # Managed topics gain partitions under a running group: librdkafka's
+        # group takes them on at its next metadata refresh (5 min by default).
+        conf.setdefault("topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS)
         conf = client_config(conf, "consumer")
         self._cooperative = "cooperative" in str(conf.get("partition.assignment.strategy", ""))
         consumer = _new_client(Consumer, conf, "OrderedConsumer")

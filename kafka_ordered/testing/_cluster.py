@@ -378,7 +378,6 @@ class KafkaCluster:
                 "share.coordinator.state.topic.replication.factor": str(rf),
                 "share.coordinator.state.topic.min.isr": str(isr),
                 "group.initial.rebalance.delay.ms": "0",
-                "auto.create.topics.enable": "false",
                 "num.network.threads": "2",
                 "num.io.threads": "4",
                 "num.recovery.threads.per.data.dir": "1",

@@ -120,21 +120,24 @@ def test_degraded_creation_then_heal_when_the_broker_returns(
 
 def test_degraded_creation_is_refused_when_min_isr_cannot_be_met(
         cluster_or_skip: KafkaCluster, admin: LayoutAdmin, topic: str, client_config: Dict[str, Any]) -> None:
+    """With one of three brokers down, a creation that requires three live
+    replicas is refused before anything is created. (Two brokers down cannot
+    be tried here: every node is a KRaft voter, and one of three has no
+    quorum.)"""
     cluster = cluster_or_skip
-    away = [cluster.nodes - 2, cluster.nodes - 1]
-    for i in away:
-        cluster.stop(i)
+    away = cluster.nodes - 1
+    away_id = cluster.node_id(away)
+    cluster.stop(away)
     try:
-        ids = {cluster.node_id(i) for i in away}
-        _wait(lambda: not ids & set(AdminClient(client_config).list_topics(timeout=10).brokers), 60,
-              "the stopped brokers stayed in the metadata")
+        _wait(lambda: away_id not in AdminClient(client_config).list_topics(timeout=10).brokers, 60,
+              "the stopped broker stayed in the metadata")
         with pytest.raises(PlacementError) as e:
-            admin.create_topic(topic, 2, replication_factor=3, min_required_replication_factor=2)
-        assert "1 live" in str(e.value) or "live broker" in str(e.value)
+            admin.create_topic(topic, 2, replication_factor=3, min_required_replication_factor=3)
+        assert "live" in str(e.value), str(e.value)
         assert topic not in AdminClient(client_config).list_topics(timeout=10).topics
+        assert admin.history.current(topic) is None  # nothing in the layout log either
     finally:
-        for i in away:
-            cluster.start_node(i, wait=False)
+        cluster.start_node(away)
         cluster.wait_healthy()
 
 

@@ -71,8 +71,9 @@ def test_a_wrong_password_is_a_clear_error_not_a_hang(cluster_or_skip: KafkaClus
     conf: Dict[str, Any] = {**cluster_or_skip.sasl_config(WRONG), "ordered.layout.topic": layout_topic}
     started = time.monotonic()
     with pytest.raises(KafkaOrderedError) as e:
-        if client == "producer":
-            OrderedProducer(conf).close()
+        if client == "producer":  # construction needs no broker: the first send reads the layout log
+            with OrderedProducer(conf) as producer:
+                producer.produce(topic, b"v", b"k")
         elif client == "consumer":
             OrderedConsumer({**conf, "group.id": "g"}).close()
         else:

@@ -84,7 +84,7 @@ SELECT = ["key", "value", "topic", "partition", "offset", "unix_millis(timestamp
 
 def test_stream_rows_equal_plain_read(spark: Any, bootstrap: str, data_topic: str, layout_topic: str,
                                       tmp_path: Any) -> None:
-    expected = _plain_read(bootstrap, data_topic, PARTITIONS + 1)
+    expected = _plain_read(bootstrap, data_topic, spare(PARTITIONS + 1) or PARTITIONS)
     assert len(expected) >= 305 and any(r[7] for r in expected)
     df = spark.readStream.format("kafka_ordered").options(**_options(bootstrap, data_topic, layout_topic)).load()
     assert df.schema == kafka_schema(False)
@@ -98,7 +98,7 @@ def test_stream_rows_equal_plain_read(spark: Any, bootstrap: str, data_topic: st
 
 
 def test_headers_and_batch_read(spark: Any, bootstrap: str, data_topic: str, layout_topic: str) -> None:
-    expected = _plain_read(bootstrap, data_topic, PARTITIONS + 1)
+    expected = _plain_read(bootstrap, data_topic, spare(PARTITIONS + 1) or PARTITIONS)
     df = (spark.read.format("kafka_ordered")
           .options(**_options(bootstrap, data_topic, layout_topic, includeHeaders="true")).load())
     assert df.schema == kafka_schema(True)
