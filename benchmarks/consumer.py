@@ -17,6 +17,12 @@
    which this group never processes. The ordered consumer owns partitions
    1-4 (4 stays held), the raw one 1-3; both read the same records of 1-3
    with ``consume(500)``.
+3. A new group replaying history: a topic whose history spans ``--changes``
+   layout changes, written by an OrderedProducer with ``linger.ms=20`` (so
+   many records carry a stamp: a producer stamps every record in flight
+   until its first stamped one is acknowledged), read from offset 0 of
+   every partition by a consumer of a new group with ``consume(500)``; the
+   ordered consumer's gates open as it processes their sources.
 
 Rounds alternate which arm runs first; each pair gives a ratio.
 """
@@ -30,7 +36,7 @@ import uuid
 from typing import Any, Callable, Dict, List
 
 from _common import FETCH_QUEUE_BACKOFF_MS, bench, broker, machine, paired
-from _data import VALUE, changed_topic, fill, keys
+from _data import VALUE, changed_topic, end_offsets, fill, keys
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -110,6 +116,8 @@ def main() -> int:
     ap.add_argument("--poll-records", type=int, default=300_000)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--changes", type=int, default=4)
+    ap.add_argument("--replay-per-change", type=int, default=20_000,
+                    help="records written before and after each layout change of the replayed topic")
     a = ap.parse_args()
     print(machine())
     with broker() as bootstrap:
@@ -145,10 +153,23 @@ def main() -> int:
         closed = paired("gate closed on 4", ("raw", arm(raw, open_parts, n, drain_consume)),
                         ("ordered", arm(ordered_gated, open_parts + [TopicPartition(gated, 4, 0)], n,
                                         drain_consume)), a.rounds)
+
+        replayed, _, _ = changed_topic(bootstrap, conf, admin, a.changes, a.replay_per_change, linger_ms=20)
+        ends = end_offsets(bootstrap, replayed, 16)
+        from_start = [TopicPartition(replayed, p, 0) for p in range(16)]
+        total = sum(ends.values())
+
+        def ordered_new_group() -> OrderedConsumer:
+            return OrderedConsumer({**conf, "group.id": f"bench-replay-{uuid.uuid4().hex[:6]}", **COMMON})
+
+        print(f"a new group replaying {total} records of {replayed} (written with linger.ms=20), consume(500):")
+        replay = paired("history replay", ("raw", arm(raw, from_start, total, drain_consume)),
+                        ("ordered", arm(ordered_new_group, from_start, total, drain_consume)), a.rounds)
         admin.close()
     print(bench("consumer_consume_after_changes_vs_raw", statistics.median(consume), ">=", 0.95))
     print(bench("consumer_poll_after_changes_vs_raw", statistics.median(poll), ">=", 0.95))
     print(bench("consumer_gate_closed_elsewhere_vs_raw", statistics.median(closed), ">=", 0.90))
+    print(bench("consumer_history_replay_vs_raw", statistics.median(replay), ">=", 0.95))
     return 0
 
 

@@ -25,7 +25,7 @@ from ..gates import GateStatus, reset_policy
 from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
 from ..metrics import ConsumerMetrics
-from ..tokens import Run, has_header, stamp_of, strip
+from ..tokens import Run, has_header, take_stamp
 from ._compat import call_listener, dotted, off_loop, resume_discarding_parked, subscription_positions
 
 __all__ = ["OrderedKafkaConsumer"]
@@ -391,25 +391,34 @@ class OrderedKafkaConsumer:
     def _scan(self, raw: Mapping[TopicPartition, List[Any]]) -> Tuple[Dict[TopicPartition, List[Any]], List[Run]]:
         """What each managed partition of a fetch holds, for the causal-token
         rule (kafka-python groups records by partition, in offset order), and
-        the fetch with the ``kafka-ordered.reg`` stamp removed from the records
-        of managed topics (the application never sees it)."""
+        the fetch with the ``kafka-ordered.reg`` stamp removed from every
+        record (the application never sees it). A stamp of this layout log on
+        a topic the view calls unmanaged proves the view stale: it is caught
+        up first (:meth:`GatingCore.managed_after_stamp`)."""
         core = self._core
         out: Dict[TopicPartition, List[Any]] = {}
         runs: List[Run] = []
         for tp, recs in raw.items():
-            if recs and core.managed(tp.topic):
-                newest: Optional[int] = None
-                if any(r.headers for r in recs):
-                    log_id = core.freshness.log_id
-                    kept = []
-                    for r in recs:
-                        if r.headers and has_header(r.headers):
-                            got = stamp_of(r.headers, log_id)
-                            if got is not None and (newest is None or got > newest):
-                                newest = got
-                            r = r._replace(headers=strip(r.headers) or [])
-                        kept.append(r)
-                    recs = kept
+            if not recs:
+                out[tp] = recs
+                continue
+            newest: Optional[int] = None
+            if any(r.headers for r in recs):
+                log_id = core.freshness.log_id
+                kept = []
+                for r in recs:
+                    taken = take_stamp(r.headers, log_id) if r.headers else None
+                    if taken is not None:
+                        got, left = taken
+                        if got is not None and (newest is None or got > newest):
+                            newest = got
+                        r = r._replace(headers=left or [])
+                    kept.append(r)
+                recs = kept
+            managed = core.managed(tp.topic)
+            if not managed and newest is not None:
+                managed = core.managed_after_stamp(tp.topic, newest)
+            if managed:
                 runs.append(Run((tp.topic, tp.partition), recs[0].offset, recs[-1].offset, len(recs), newest))
             out[tp] = recs
         return out, runs

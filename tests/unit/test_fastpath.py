@@ -404,6 +404,9 @@ class _Msg:
     def error(self) -> Any:
         return self._e
 
+    def set_headers(self, headers: Any) -> None:
+        self._h = headers
+
     def __repr__(self) -> str:
         return f"_Msg({self._t!r}, {self._p}, {self._o}, {self._h!r}, {self._e!r})"
 
@@ -594,3 +597,38 @@ def test_calm_expected_offsets_are_the_freshness_dict(impl: str) -> None:
     calm.quiet, calm.until = True, time.monotonic() + 60
     _fetch_path(impl, calm, [_Msg("t", 0, 1)], [])(1.0)
     assert shared == {("t", 0): 2} and calm.expected is shared
+
+
+@pytest.mark.parametrize("impl", _impls())
+@pytest.mark.parametrize("case, headers, admitted, left", [
+    ("included", [("kafka-ordered.reg", b"log:6")], True, None),
+    ("included, among others", [("a", b"1"), ("kafka-ordered.reg", b"log:0"), ("b", b"2")], True,
+     [("a", b"1"), ("b", b"2")]),
+    ("at the view's end", [("kafka-ordered.reg", b"log:7")], False, None),
+    ("another log", [("kafka-ordered.reg", b"other:1")], False, None),
+    ("a log whose id extends ours", [("kafka-ordered.reg", b"log:x:1")], False, None),
+    ("malformed", [("kafka-ordered.reg", b"log:")], False, None),
+    ("not bytes", [("kafka-ordered.reg", "log:1")], False, None),
+])
+@pytest.mark.parametrize("topic", ["t", "u"])
+def test_a_stamp_the_view_includes_is_only_removed_on_the_calm_path(
+        impl: str, case: str, headers: Any, admitted: bool, left: Any, topic: str) -> None:
+    """A stamp of this consumer's log at an offset below the view's next
+    one needs no catch-up: the calm check removes the header and goes on
+    (on a managed topic and on one the view calls unmanaged alike). Any
+    other stamp takes the full path."""
+    calm = _calm(impl)
+    calm.quiet, calm.until = True, time.monotonic() + 60
+    calm.managed = frozenset({"t"})
+    calm.stamp_prefix, calm.view_next = b"log:", 7
+    calm.expected.update({("t", 0): 5})
+    fetched = [_Msg(topic, 0, 5, list(headers)), _Msg(topic, 0, 6)]
+    calls: List[Any] = []
+    got = _fetch_path(impl, calm, fetched, calls)(1.0)
+    if admitted:
+        assert got is fetched and [c[0] for c in calls] == ["fetch"], case
+        assert fetched[0].headers() == left, case
+        assert calm.expected == ({("t", 0): 7} if topic == "t" else {("t", 0): 5}), case
+    else:
+        assert got == ("after", fetched) and [c[0] for c in calls] == ["fetch", "after"], case
+        assert fetched[0].headers() == headers and calm.expected == {("t", 0): 5}, case
