@@ -333,12 +333,10 @@ class GatingCore:
             return
         self.calm.quiet = False
         self._scope += 1
-        unpause = [tp for tp in tps if tp in self._held and tp not in self._user_paused]
-        if unpause:
-            try:
-                self.port.resume(unpause)
-            except Exception as e:  # already gone from the client's assignment
-                log.debug("resume on revoke of %s: %s", unpause, e)
+        try:
+            self._unpause([tp for tp in tps if tp in self._held])
+        except Exception as e:  # already gone from the client's assignment
+            log.debug("resume on revoke of %s: %s", tps, e)
         self._owned_topics = None
         for tp in tps:
             self._owned.discard(tp)
@@ -727,8 +725,24 @@ class GatingCore:
             st.held_since = st.held_wall = None
             self._observe_wait(held_s)
             log.info("%s [%d] released after %.3f s at a gate", tp[0], tp[1], held_s)
-        if tp not in self._user_paused:
-            self.port.resume([tp])
+        self._unpause([tp])
+
+    def _unpause(self, tps: Sequence[TP]) -> None:
+        """The one place that resumes partitions: those of ``tps`` the
+        application did not pause itself."""
+        mine = [tp for tp in tps if tp not in self._user_paused]
+        if mine:
+            self.port.resume(mine)
+
+    def unpause_assigned(self, tps: Sequence[TP]) -> None:
+        """The client took an assignment of ``tps``: a hold from before the
+        rebalance is forgotten, so its pause goes too (librdkafka keeps a
+        partition paused across reassignment), and the application's own
+        pauses are applied again (kafka-python forgets them)."""
+        self._unpause(tps)
+        user = [tp for tp in tps if tp in self._user_paused]
+        if user:
+            self.port.pause(user)
 
     def seeked(self, tp: TP, offset: int) -> None:
         """The application sought ``tp`` to ``offset`` (``< 0``: a logical

@@ -579,9 +579,7 @@ class OrderedConsumer:
                 p.offset = starts[tp]
 
     def _resume_assigned(self, partitions: List[TopicPartition]) -> None:
-        # librdkafka keeps a partition paused across reassignment; a hold from
-        # before the rebalance is forgotten, so its pause must go too.
-        self._consumer.resume([p for p in partitions if not self._core.paused_by_user((p.topic, p.partition))])
+        self._core.unpause_assigned([(p.topic, p.partition) for p in partitions])
 
     def _on_assign(self, consumer: Consumer, partitions: List[TopicPartition]) -> None:
         self._start_positions(partitions)

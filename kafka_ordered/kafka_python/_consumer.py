@@ -200,12 +200,7 @@ class OrderedKafkaConsumer:
             off = committed.get(key, starts.get(key))
             if off is not None:
                 self._consumer.seek(tp, off)
-        # A hold from before the rebalance is forgotten, so its pause goes too;
-        # the application's own pauses are kept.
-        paused = [tp for tp in parts if self._core.paused_by_user((tp.topic, tp.partition))]
-        resume_discarding_parked(self._consumer, [tp for tp in parts if tp not in paused])
-        if paused:
-            self._consumer.pause(*paused)
+        self._core.unpause_assigned([(tp.topic, tp.partition) for tp in parts])
 
     async def _on_revoked(self, revoked: Iterable[TopicPartition], lost: bool) -> None:
         tps = [(tp.topic, tp.partition) for tp in revoked]
