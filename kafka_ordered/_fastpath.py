@@ -56,13 +56,13 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from . import _hashing
 from .tokens import HEADER as _STAMP_HEADER
 
 __all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route", "method",
-           "PyMethod", "Calm", "PyCalm", "admits_py", "fast_fetch", "fast_fetch_py"]
+           "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "fast_fetch", "fast_fetch_py"]
 
 
 class PyProducerRoute:
@@ -247,6 +247,36 @@ def admits_py(calm: Any, got: Any) -> bool:
         ends.append((key, prev + 1))
         for k, nxt in ends:
             expected[k] = nxt
+    return True
+
+
+def admits_runs(calm: Any, fetched: Mapping[Any, List[Any]]) -> bool:
+    """:func:`admits_py` for a fetch grouped by partition (kafka-python:
+    ``{TopicPartition: [ConsumerRecord, ...]}``, each list in offset order):
+    the same causal-token predicate per run (first offset as expected, no
+    gap, stamps only of the view), the same removal of included stamps
+    (records are replaced in their list by copies without the header)."""
+    managed, expected = calm.managed, calm.expected
+    ends: List[Tuple[Tuple[str, int], int]] = []
+    for tp, recs in fetched.items():
+        if not recs:
+            continue
+        for i, r in enumerate(recs):
+            h = r.headers
+            if h:
+                stamps = _included_stamps(calm, h)
+                if stamps == 2:
+                    return False
+                if stamps:
+                    recs[i] = r._replace(headers=[t for t in h if t[0] != _STAMP_HEADER])
+        if tp.topic not in managed:
+            continue
+        key = (tp.topic, tp.partition)
+        first, last = recs[0].offset, recs[-1].offset
+        if expected.get(key) != first or last - first + 1 != len(recs):
+            return False
+        ends.append((key, last + 1))
+    expected.update(ends)
     return True
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import operator
 import time
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Type
@@ -25,14 +24,14 @@ from ..gates import GateStatus, reset_policy
 from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
 from ..metrics import ConsumerMetrics
-from ..tokens import Run, has_header, take_stamp
+from .._fastpath import admits_runs
+from ..tokens import Run, take_stamp
 from ._compat import call_listener, dotted, off_loop, resume_discarding_parked, subscription_positions
 
 __all__ = ["OrderedKafkaConsumer"]
 
 log = logging.getLogger("kafka_ordered.consumer")
 
-_headers_of = operator.attrgetter("headers")
 _MAX_TIMEOUT_MS = 2**31 - 1  # what a poll can wait at most (kafka-python's consumer_timeout_ms may be inf)
 
 
@@ -290,7 +289,7 @@ class OrderedKafkaConsumer:
             # Nothing to gate: the client's own poll, its records untouched
             # until the calm's deadline (see kafka_ordered._fastpath.fast_fetch).
             raw = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records, update_offsets=update_offsets)
-            if calm.quiet and time.monotonic() < calm.until and (not raw or self._calm_admits(raw)):
+            if calm.quiet and time.monotonic() < calm.until and (not raw or admits_runs(calm, raw)):
                 return raw
             if not raw:
                 core.idle()
@@ -316,30 +315,6 @@ class OrderedKafkaConsumer:
             # short while it joins: kafka-python 3.0.12 throws away a
             # JoinGroup/SyncGroup round that completes while no poll waits on it.
             core.maintain()
-
-    def _calm_admits(self, raw: Dict[TopicPartition, List[Any]]) -> bool:
-        """Whether a calm fetch may be returned untouched under the
-        causal-token rule: no ``kafka-ordered.reg`` header, and each managed
-        partition's records start at the offset expected next and have no
-        gap; then the expected offsets move past them. Otherwise nothing
-        changes and the fetch takes the full path (:meth:`_take`)."""
-        calm = self._core.calm
-        managed, expected = calm.managed, calm.expected
-        ends: List[Tuple[TP, int]] = []
-        for tp, recs in raw.items():
-            if not recs:
-                continue
-            if any(map(_headers_of, recs)) and any(has_header(r.headers) for r in recs):
-                return False
-            if tp.topic not in managed:
-                continue
-            key = (tp.topic, tp.partition)
-            first, last = recs[0].offset, recs[-1].offset
-            if expected.get(key) != first or last - first + 1 != len(recs):
-                return False
-            ends.append((key, last + 1))
-        expected.update(ends)
-        return True
 
     def _rebalancing(self) -> bool:
         co = self._port.coordinator

@@ -632,3 +632,57 @@ def test_a_stamp_the_view_includes_is_only_removed_on_the_calm_path(
     else:
         assert got == ("after", fetched) and [c[0] for c in calls] == ["fetch", "after"], case
         assert fetched[0].headers() == headers and calm.expected == {("t", 0): 5}, case
+
+
+class _Rec:
+    """The parts of a kafka-python ``ConsumerRecord`` the calm check reads."""
+
+    def __init__(self, offset: int, headers: Any = ()) -> None:
+        self.offset, self.headers = offset, list(headers)
+
+    def _replace(self, headers: Any) -> "_Rec":
+        return _Rec(self.offset, headers)
+
+
+class _KTP:
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic, self.partition = topic, partition
+
+
+@pytest.mark.parametrize("case, runs", [
+    ("contiguous", {("t", 0): [5, 6]}),
+    ("two partitions", {("t", 0): [5], ("t", 1): [3, 4]}),
+    ("unmanaged topic", {("u", 0): [99]}),
+    ("gap at the start", {("t", 0): [9]}),
+    ("gap inside", {("t", 0): [5, 7]}),
+    ("partition not expected", {("t", 2): [0]}),
+    ("included stamp", {("t", 0): [5, (6, b"log:3")]}),
+    ("included stamp, unmanaged topic", {("u", 0): [(1, b"log:6")]}),
+    ("stamp beyond the view", {("t", 0): [(5, b"log:7")]}),
+    ("stamp of another log", {("u", 0): [(5, b"other:1")]}),
+])
+def test_the_calm_check_decides_alike_for_both_clients(case: str, runs: Dict[Tuple[str, int], List[Any]]) -> None:
+    """``admits_runs`` (kafka-python's fetch, grouped by partition) is the
+    predicate of ``admits_py`` (confluent-kafka's list of messages): same
+    decision, same expected offsets after, included stamps removed."""
+    def calm() -> Any:
+        c = _fastpath.PyCalm()
+        c.managed, c.stamp_prefix, c.view_next = frozenset({"t"}), b"log:", 7
+        c.expected.update({("t", 0): 5, ("t", 1): 3})
+        return c
+
+    def headers(item: Any) -> List[Tuple[str, bytes]]:
+        return [("app", b"1"), ("kafka-ordered.reg", item[1])] if isinstance(item, tuple) else []
+
+    def offset(item: Any) -> int:
+        return item[0] if isinstance(item, tuple) else item
+
+    msgs = [_Msg(t, p, offset(i), headers(i) or None) for (t, p), items in runs.items() for i in items]
+    recs = {_KTP(t, p): [_Rec(offset(i), headers(i)) for i in items] for (t, p), items in runs.items()}
+    by_list, by_runs = calm(), calm()
+    decided = _fastpath.admits_py(by_list, msgs)
+    assert _fastpath.admits_runs(by_runs, recs) is decided, case
+    assert by_runs.expected == by_list.expected, case
+    if decided:
+        assert all(m.headers() in (None, [("app", b"1")]) for m in msgs)
+        assert all(r.headers in ([], [("app", b"1")]) for rs in recs.values() for r in rs)
