@@ -36,7 +36,7 @@ import uuid
 from typing import Any, Callable, Dict, List
 
 from _common import FETCH_QUEUE_BACKOFF_MS, bench, broker, machine, paired
-from _data import VALUE, changed_topic, end_offsets, fill, keys
+from _data import VALUE, changed_topic, fill, keys
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -155,9 +155,8 @@ def main() -> int:
                                         drain_consume)), a.rounds)
 
         replayed, _, _ = changed_topic(bootstrap, conf, admin, a.changes, a.replay_per_change, linger_ms=20)
-        ends = end_offsets(bootstrap, replayed, 16)
         from_start = [TopicPartition(replayed, p, 0) for p in range(16)]
-        total = sum(ends.values())
+        total = a.replay_per_change * (a.changes + 1)  # records written (offsets may skip on the embedded broker)
 
         def ordered_new_group() -> OrderedConsumer:
             return OrderedConsumer({**conf, "group.id": f"bench-replay-{uuid.uuid4().hex[:6]}", **COMMON})
