@@ -70,7 +70,7 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> Dict[int, int]:
 
 
 def changed_topic(bootstrap: str, conf: Dict[str, Any], admin: LayoutAdmin, changes: int,
-                  per_change: int = 2000) -> Tuple[str, str, Any]:
+                  per_change: int = 2000, linger_ms: int = 5) -> Tuple[str, str, Any]:
     """A topic that went through ``changes`` layout changes (8 -> up to 16
     partitions and back) while an OrderedProducer wrote keyed records, and a
     group whose commits have passed every transition. Returns (topic, group,
@@ -78,7 +78,7 @@ def changed_topic(bootstrap: str, conf: Dict[str, Any], admin: LayoutAdmin, chan
     topic = f"bench-changed-{uuid.uuid4().hex[:6]}"
     admin.create_topic(topic, 8, physical_partitions=16)
     ks = keys(2000)
-    producer = OrderedProducer({**conf, "linger.ms": 5})
+    producer = OrderedProducer({**conf, "linger.ms": linger_ms})
     i = 0
 
     def write(n: int) -> None:

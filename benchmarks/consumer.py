@@ -8,15 +8,21 @@
    more records arrive. Each run: a new consumer ``assign``s every partition
    at the group's committed offsets and reads the new records; timed from
    ``assign`` to the last record, with ``consume(500)`` and, separately,
-   with ``poll()``. The raw consumer is configured the same way
-   (``enable.auto.commit=false``; ``enable.auto.offset.store=false``, which
-   the wrapper always sets on its inner consumer; ``fetch.queue.backoff.ms``
+   with ``poll()``. The raw consumer is configured as the wrapper's inner
+   one (``enable.auto.commit=false``; ``enable.auto.offset.store=false``,
+   which the wrapper always sets on its inner consumer; ``fetch.queue.backoff.ms``
    equal in both, see _common.FETCH_QUEUE_BACKOFF_MS).
 2. While a gate is closed on another partition the consumer owns: a topic
    expanded 4 -> 5, so partition 4 has a gate waiting on partition 0,
    which this group never processes. The ordered consumer owns partitions
    1-4 (4 stays held), the raw one 1-3; both read the same records of 1-3
    with ``consume(500)``.
+3. A new group replaying history: a topic whose history spans ``--changes``
+   layout changes, written by an OrderedProducer with ``linger.ms=20`` (so
+   many records carry a stamp: a producer stamps every record in flight
+   until its first stamped one is acknowledged), read from offset 0 of
+   every partition by a consumer of a new group with ``consume(500)``; the
+   ordered consumer's gates open as it processes their sources.
 
 Rounds alternate which arm runs first; each pair gives a ratio.
 """
@@ -40,6 +46,10 @@ from kafka_ordered import LayoutAdmin, OrderedConsumer, OrderedProducer
 # inner consumer with enable.auto.offset.store=false (it stores offsets itself).
 COMMON = {"enable.auto.commit": False, "enable.auto.offset.store": False,
           "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS}
+# The ordered arms leave the offset store to the wrapper: told
+# enable.auto.offset.store=false, it would wait for offsets the application
+# stores (which these loops never do) before opening a gate.
+ORDERED = {**COMMON, "enable.auto.offset.store": True}
 
 
 def drain_consume(c: Any, n: int, began: float) -> float:
@@ -110,6 +120,8 @@ def main() -> int:
     ap.add_argument("--poll-records", type=int, default=300_000)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--changes", type=int, default=4)
+    ap.add_argument("--replay-per-change", type=int, default=20_000,
+                    help="records written before and after each layout change of the replayed topic")
     a = ap.parse_args()
     print(machine())
     with broker() as bootstrap:
@@ -123,7 +135,7 @@ def main() -> int:
             return Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-raw-{uuid.uuid4().hex[:6]}", **COMMON})
 
         def ordered() -> OrderedConsumer:
-            return OrderedConsumer({**conf, "group.id": group, **COMMON})
+            return OrderedConsumer({**conf, "group.id": group, **ORDERED})
 
         n = a.records
         arm(raw, start, n, drain_consume)()  # warm-up, not counted
@@ -139,16 +151,28 @@ def main() -> int:
         open_parts = [TopicPartition(gated, p, 0) for p in (1, 2, 3)]
 
         def ordered_gated() -> OrderedConsumer:
-            return OrderedConsumer({**conf, "group.id": f"bench-gated-{uuid.uuid4().hex[:6]}", **COMMON})
+            return OrderedConsumer({**conf, "group.id": f"bench-gated-{uuid.uuid4().hex[:6]}", **ORDERED})
 
         print(f"a gate closed on partition 4, which the ordered consumer owns; {n} records of partitions 1-3:")
         closed = paired("gate closed on 4", ("raw", arm(raw, open_parts, n, drain_consume)),
                         ("ordered", arm(ordered_gated, open_parts + [TopicPartition(gated, 4, 0)], n,
                                         drain_consume)), a.rounds)
+
+        replayed, _, _ = changed_topic(bootstrap, conf, admin, a.changes, a.replay_per_change, linger_ms=20)
+        from_start = [TopicPartition(replayed, p, 0) for p in range(16)]
+        total = a.replay_per_change * (a.changes + 1)  # records written (offsets may skip on the embedded broker)
+
+        def ordered_new_group() -> OrderedConsumer:
+            return OrderedConsumer({**conf, "group.id": f"bench-replay-{uuid.uuid4().hex[:6]}", **ORDERED})
+
+        print(f"a new group replaying {total} records of {replayed} (written with linger.ms=20), consume(500):")
+        replay = paired("history replay", ("raw", arm(raw, from_start, total, drain_consume)),
+                        ("ordered", arm(ordered_new_group, from_start, total, drain_consume)), a.rounds)
         admin.close()
     print(bench("consumer_consume_after_changes_vs_raw", statistics.median(consume), ">=", 0.95))
     print(bench("consumer_poll_after_changes_vs_raw", statistics.median(poll), ">=", 0.95))
     print(bench("consumer_gate_closed_elsewhere_vs_raw", statistics.median(closed), ">=", 0.90))
+    print(bench("consumer_history_replay_vs_raw", statistics.median(replay), ">=", 0.95))
     return 0
 
 

@@ -56,13 +56,13 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from . import _hashing
 from .tokens import HEADER as _STAMP_HEADER
 
 __all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route", "method",
-           "PyMethod", "Calm", "PyCalm", "admits_py", "fast_fetch", "fast_fetch_py"]
+           "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "fast_fetch", "fast_fetch_py"]
 
 
 class PyProducerRoute:
@@ -190,23 +190,29 @@ def method(function: Callable[..., Any], attr: str) -> Any:
 class PyCalm:
     """Pure-Python :data:`Calm`."""
 
-    __slots__ = ("quiet", "until", "expected", "managed")
+    __slots__ = ("quiet", "until", "expected", "managed", "stamp_prefix", "view_next")
 
     def __init__(self) -> None:
         self.quiet = False
         self.until = float("-inf")
         self.expected: Dict[Tuple[str, int], int] = {}
         self.managed: AbstractSet[str] = frozenset()
+        #: ``b"<this consumer's layout-log id>:"`` (``None``: unknown) and the
+        #: layout-log offset below which the view includes everything.
+        self.stamp_prefix: Optional[bytes] = None
+        self.view_next = 0
 
 
 def admits_py(calm: Any, got: Any) -> bool:
     """Whether a calm fetch's records (confluent-kafka Messages: ``got`` is
-    one or a list) may be returned untouched under the causal-token rule
-    (:mod:`kafka_ordered.tokens`): no error, no ``kafka-ordered.reg``
-    header, and every record of a topic in ``calm.managed`` at the next
-    offset ``calm.expected`` holds for its partition. Then the expected
-    offsets are moved past the fetch; otherwise nothing changes and the
-    caller takes the full path (which strips stamps and catches up)."""
+    one or a list) may be returned under the causal-token rule
+    (:mod:`kafka_ordered.tokens`) without the full path: no error, no
+    ``kafka-ordered.reg`` header but stamps of ``calm.stamp_prefix``'s log
+    below ``calm.view_next`` (the view includes them: such a header is only
+    removed, on the way), and every record of a topic in ``calm.managed`` at
+    the next offset ``calm.expected`` holds for its partition. Then the
+    expected offsets are moved past the fetch; otherwise they are unchanged
+    and the caller takes the full path (which strips stamps and catches up)."""
     msgs = got if got.__class__ is list else (got,)
     managed, expected = calm.managed, calm.expected
     ends: List[Tuple[Tuple[str, int], int]] = []
@@ -216,8 +222,12 @@ def admits_py(calm: Any, got: Any) -> bool:
         if m.error() is not None:
             return False
         h = m.headers()
-        if h is not None and _has_stamp_header(h):
-            return False
+        if h is not None:
+            stamps = _included_stamps(calm, h)
+            if stamps == 2:
+                return False
+            if stamps:
+                m.set_headers([t for t in h if t[0] != _STAMP_HEADER] or None)
         topic = m.topic()
         if topic not in managed:
             continue
@@ -240,13 +250,57 @@ def admits_py(calm: Any, got: Any) -> bool:
     return True
 
 
-def _has_stamp_header(headers: Any) -> bool:
+def admits_runs(calm: Any, fetched: Mapping[Any, List[Any]]) -> bool:
+    """:func:`admits_py` for a fetch grouped by partition (kafka-python:
+    ``{TopicPartition: [ConsumerRecord, ...]}``, each list in offset order):
+    the same causal-token predicate per run (first offset as expected, no
+    gap, stamps only of the view), the same removal of included stamps
+    (records are replaced in their list by copies without the header)."""
+    managed, expected = calm.managed, calm.expected
+    ends: List[Tuple[Tuple[str, int], int]] = []
+    for tp, recs in fetched.items():
+        if not recs:
+            continue
+        for i, r in enumerate(recs):
+            h = r.headers
+            if h:
+                stamps = _included_stamps(calm, h)
+                if stamps == 2:
+                    return False
+                if stamps:
+                    recs[i] = r._replace(headers=[t for t in h if t[0] != _STAMP_HEADER])
+        if tp.topic not in managed:
+            continue
+        key = (tp.topic, tp.partition)
+        first, last = recs[0].offset, recs[-1].offset
+        if expected.get(key) != first or last - first + 1 != len(recs):
+            return False
+        ends.append((key, last + 1))
+    expected.update(ends)
+    return True
+
+
+def _included_stamps(calm: Any, headers: Any) -> int:
+    """0: no ``kafka-ordered.reg`` header; 1: only stamps of this consumer's
+    log that its view includes; 2: another stamp or an unknown shape."""
     if headers.__class__ is not list:
-        return True
+        return 2
+    found = 0
+    prefix = calm.stamp_prefix
     for t in headers:
-        if t.__class__ is not tuple or not t or t[0].__class__ is not str or t[0] == _STAMP_HEADER:
-            return True
-    return False
+        if t.__class__ is not tuple or not t or t[0].__class__ is not str:
+            return 2
+        if t[0] != _STAMP_HEADER:
+            continue
+        v = t[1] if len(t) == 2 else None
+        if (v.__class__ is not bytes or prefix is None or not prefix or not v.startswith(prefix)
+                or not 0 < len(v) - len(prefix) <= 18):
+            return 2
+        digits = v[len(prefix):]
+        if not digits.isdigit() or int(digits) >= calm.view_next:
+            return 2
+        found = 1
+    return found
 
 
 _CONTAINERS = (list, dict)

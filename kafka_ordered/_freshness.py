@@ -49,6 +49,16 @@ class CausalFreshness:
     def forget(self, tp: TP) -> None:
         self.expected.pop(tp, None)
 
+    def past(self, stamp: int) -> None:
+        """Make the view include layout-log offset ``stamp`` (a stamp found
+        outside the runs :meth:`admit` checks). Raises what the catch-up raised."""
+        fatal = self.follower.fatal
+        if fatal is not None:
+            raise fatal
+        if stamp >= self.follower.history.next_offset:
+            self.follower.catch_up_past(stamp)
+            self.catch_ups += 1
+
     def admit(self, runs: Sequence[Run]) -> None:
         """Catch the view up as the fetch described by ``runs`` requires,
         then expect the offsets after it. Raises what the catch-up raised

@@ -102,16 +102,19 @@ class PartitionState:
 class GatingOptions:
     """The ``ordered.*`` consumer options the core uses, parsed."""
 
-    __slots__ = ("timeout", "gating", "commit_interval", "auto_commit", "auto_commit_interval", "reset")
+    __slots__ = ("timeout", "gating", "commit_interval", "auto_commit", "auto_commit_interval", "reset", "auto_store")
 
     def __init__(self, opts: Mapping[str, Any], auto_commit: bool, auto_commit_interval_s: float,
-                 reset: ResetPolicy) -> None:
+                 reset: ResetPolicy, auto_store: bool = True) -> None:
         self.timeout: float = opts["ordered.metadata.timeout.ms"] / 1000.0
         self.gating: bool = opts["ordered.gating"]
         self.commit_interval: float = opts["ordered.commit.interval.ms"] / 1000.0
         self.auto_commit = auto_commit
         self.auto_commit_interval = auto_commit_interval_s
         self.reset = reset
+        #: ``False``: the application stores the offsets it finished
+        #: (``enable.auto.offset.store=false``); only those count as processed.
+        self.auto_store = auto_store
 
 
 class GatingCore:
@@ -154,7 +157,7 @@ class GatingCore:
         self._watched: Tuple[int, int, Set[TP]] = (-1, -1, set())
         self._dirty = True  # processed offsets or gates changed since the last evaluation
         self._stall: Dict[TP, float] = {}
-        self._stored_mode = False
+        self._stored_mode = not options.auto_store
         self._committed_at = float("-inf")
         self._log_start_at = float("-inf")
         self._gate_offsets: Dict[str, int] = {}
@@ -332,12 +335,10 @@ class GatingCore:
             return
         self.calm.quiet = False
         self._scope += 1
-        unpause = [tp for tp in tps if tp in self._held and tp not in self._user_paused]
-        if unpause:
-            try:
-                self.port.resume(unpause)
-            except Exception as e:  # already gone from the client's assignment
-                log.debug("resume on revoke of %s: %s", unpause, e)
+        try:
+            self._unpause([tp for tp in tps if tp in self._held])
+        except Exception as e:  # already gone from the client's assignment
+            log.debug("resume on revoke of %s: %s", tps, e)
         self._owned_topics = None
         for tp in tps:
             self._owned.discard(tp)
@@ -396,7 +397,7 @@ class GatingCore:
             self._read_commits(waited)
             waited = self.keeper.waited_on()
         if waited:
-            new = self.positions(waited)
+            new = self._finished(waited)
             crossed = []
             for tp, off in new.items():
                 st = self.parts[tp]
@@ -463,6 +464,17 @@ class GatingCore:
     def managed(self, topic: str) -> bool:
         """Whether ``topic`` has a layout (its records are checked for stamps)."""
         return self.follower.history.current(topic) is not None
+
+    def managed_after_stamp(self, topic: str, stamp: int) -> bool:
+        """Whether ``topic`` is managed, for a record of it that carries a
+        stamp of this consumer's layout log (offset ``stamp``) while the view
+        calls the topic unmanaged: the stamp proves the view stale (the topic
+        was created, adopted or changed since), so the view is first caught
+        up past it, whatever it says about the topic. Raises what the
+        catch-up raised (nothing of the fetch may then be delivered)."""
+        if self.opts.gating:
+            self.freshness.past(stamp)
+        return self.managed(topic)
 
     def ensure_fresh(self, runs: Sequence[Run] = ()) -> None:
         """Freshness (causal tokens): before any record of a fetch is
@@ -563,6 +575,10 @@ class GatingCore:
             return
         calm.until = self.last_commit + self.opts.auto_commit_interval if self.opts.auto_commit else float("inf")
         calm.managed = frozenset(t for t in self.owned_topics() if self.managed(t)) if gating else frozenset()
+        # Stamps the view includes cost the calm check only their removal.
+        log_id = self.freshness.log_id
+        calm.stamp_prefix = f"{log_id}:".encode("ascii") if log_id and gating else None
+        calm.view_next = self.follower.history.next_offset if gating else 0
         calm.quiet = True
         if self.follower.history.version != self._seen_version:  # applied meanwhile: look first
             calm.quiet = False
@@ -617,9 +633,16 @@ class GatingCore:
     def processed_offsets(self) -> Dict[TP, int]:
         """What a commit without arguments commits: the positions of returned
         records, or the offsets stored with ``store_offsets``."""
+        return self._finished(self._owned)
+
+    def _finished(self, tps: Iterable[TP]) -> Dict[TP, int]:
+        """What the application finished of owned ``tps``: the positions of
+        returned records, or (once it stores offsets itself) the offsets it
+        stored. Gates open on these, so a commit that carries the sources a
+        gate waited on never passes a record the application did not finish."""
         if self._stored_mode:
-            return {tp: st.stored for tp in self._owned if (st := self.parts[tp]).stored is not None}
-        return self.positions(self._owned)
+            return {tp: st.stored for tp in tps if tp in self._owned and (st := self.parts[tp]).stored is not None}
+        return self.positions(tps)
 
     def uncommitted(self, tps: Optional[Iterable[TP]] = None) -> Dict[TP, int]:
         """Processed offsets (of ``tps``, default all owned) beyond the known commit."""
@@ -709,8 +732,24 @@ class GatingCore:
             st.held_since = st.held_wall = None
             self._observe_wait(held_s)
             log.info("%s [%d] released after %.3f s at a gate", tp[0], tp[1], held_s)
-        if tp not in self._user_paused:
-            self.port.resume([tp])
+        self._unpause([tp])
+
+    def _unpause(self, tps: Sequence[TP]) -> None:
+        """The one place that resumes partitions: those of ``tps`` the
+        application did not pause itself."""
+        mine = [tp for tp in tps if tp not in self._user_paused]
+        if mine:
+            self.port.resume(mine)
+
+    def unpause_assigned(self, tps: Sequence[TP]) -> None:
+        """The client took an assignment of ``tps``: a hold from before the
+        rebalance is forgotten, so its pause goes too (librdkafka keeps a
+        partition paused across reassignment), and the application's own
+        pauses are applied again (kafka-python forgets them)."""
+        self._unpause(tps)
+        user = [tp for tp in tps if tp in self._user_paused]
+        if user:
+            self.port.pause(user)
 
     def seeked(self, tp: TP, offset: int) -> None:
         """The application sought ``tp`` to ``offset`` (``< 0``: a logical

@@ -79,14 +79,6 @@ class RegistrationRecord:
                 f"offset={self.offset}, pause={self.pause_s * 1000:.1f} ms [{phases}])")
 
 
-class _Refused(Exception):
-    """The client refused the record that started this call's switch."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
 def anonymous_id() -> str:
     """A new id for a producer without ``ordered.producer.id``."""
     return f"anon-{uuid.uuid4().hex}"

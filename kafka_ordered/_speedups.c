@@ -1084,6 +1084,8 @@ typedef struct {
     double until;
     PyObject *expected;
     PyObject *managed;
+    PyObject *stamp_prefix; /* b"<this consumer's layout-log id>:" (None: unknown) */
+    long long view_next;    /* the view includes every layout-log offset below */
 } Calm;
 
 static PyObject *
@@ -1101,6 +1103,8 @@ calm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->until = -Py_HUGE_VAL;
     self->expected = PyDict_New();
     self->managed = PyFrozenSet_New(NULL);
+    self->stamp_prefix = Py_NewRef(Py_None);
+    self->view_next = 0;
     if (self->expected == NULL || self->managed == NULL) {
         Py_DECREF(self);
         return NULL;
@@ -1113,6 +1117,7 @@ calm_traverse(Calm *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->expected);
     Py_VISIT(self->managed);
+    Py_VISIT(self->stamp_prefix);
     return 0;
 }
 
@@ -1121,6 +1126,7 @@ calm_clear(Calm *self)
 {
     Py_CLEAR(self->expected);
     Py_CLEAR(self->managed);
+    Py_CLEAR(self->stamp_prefix);
     return 0;
 }
 
@@ -1189,6 +1195,8 @@ calm_set_managed(Calm *self, PyObject *value, void *closure)
 
 static PyMemberDef calm_members[] = {
     {"until", T_DOUBLE, offsetof(Calm, until), 0, "monotonic deadline for returning fetches untouched"},
+    {"stamp_prefix", T_OBJECT, offsetof(Calm, stamp_prefix), 0, "b'<layout-log id>:' of this consumer's stamps"},
+    {"view_next", T_LONGLONG, offsetof(Calm, view_next), 0, "the view includes every layout-log offset below"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1215,27 +1223,76 @@ static PyTypeObject CalmType = {
 };
 
 
-static PyObject *S_ERROR, *S_HEADERS, *S_TOPIC, *S_PARTITION, *S_OFFSET, *S_STAMP_HEADER;
+static PyObject *S_ERROR, *S_HEADERS, *S_TOPIC, *S_PARTITION, *S_OFFSET, *S_STAMP_HEADER, *S_SET_HEADERS;
 
-/* Whether a header list holds the kafka-ordered.reg header (1), not (0), or
- * has a shape we do not know (1: the caller's slow path decides). */
+/* The kafka-ordered.reg headers of a header list: 0 none; 1 every one is a
+ * stamp of this consumer's log at an offset its view includes (the record
+ * costs nothing more: the header is only removed); 2 another stamp, or a
+ * shape we do not know (the caller's slow path decides). */
 static int
-has_stamp_header(PyObject *h)
+included_stamps(Calm *calm, PyObject *h)
 {
-    Py_ssize_t i, n;
+    Py_ssize_t i, n, plen, vlen, j;
+    int found = 0;
     if (!PyList_Check(h))
-        return 1;
+        return 2;
     n = PyList_GET_SIZE(h);
     for (i = 0; i < n; i++) {
-        PyObject *t = PyList_GET_ITEM(h, i), *name;
+        PyObject *t = PyList_GET_ITEM(h, i), *name, *value;
+        const char *v, *prefix;
+        long long off = 0;
         if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 1)
-            return 1;
+            return 2;
         name = PyTuple_GET_ITEM(t, 0);
         if (!PyUnicode_Check(name))
-            return 1;
-        if (PyUnicode_Compare(name, S_STAMP_HEADER) == 0)
-            return 1;
+            return 2;
+        if (PyUnicode_Compare(name, S_STAMP_HEADER) != 0)
+            continue;
+        if (PyTuple_GET_SIZE(t) != 2 || !PyBytes_Check(calm->stamp_prefix))
+            return 2;
+        value = PyTuple_GET_ITEM(t, 1);
+        if (!PyBytes_Check(value))
+            return 2;
+        plen = PyBytes_GET_SIZE(calm->stamp_prefix);
+        vlen = PyBytes_GET_SIZE(value);
+        if (plen == 0 || vlen <= plen || vlen - plen > 18)
+            return 2;
+        v = PyBytes_AS_STRING(value);
+        prefix = PyBytes_AS_STRING(calm->stamp_prefix);
+        if (memcmp(v, prefix, (size_t)plen) != 0)
+            return 2;
+        for (j = plen; j < vlen; j++) {
+            if (v[j] < '0' || v[j] > '9')
+                return 2;
+            off = off * 10 + (v[j] - '0');
+        }
+        if (off >= calm->view_next)
+            return 2;
+        found = 1;
     }
+    return found;
+}
+
+/* Remove the kafka-ordered.reg headers of message m (header list h). */
+static int
+strip_stamps(PyObject *m, PyObject *h)
+{
+    Py_ssize_t i, n = PyList_GET_SIZE(h);
+    PyObject *left = PyList_New(0), *r;
+    if (left == NULL)
+        return -1;
+    for (i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(h, i);
+        if (PyUnicode_Compare(PyTuple_GET_ITEM(t, 0), S_STAMP_HEADER) != 0 && PyList_Append(left, t) < 0) {
+            Py_DECREF(left);
+            return -1;
+        }
+    }
+    r = PyObject_CallMethodOneArg(m, S_SET_HEADERS, PyList_GET_SIZE(left) ? left : Py_None);
+    Py_DECREF(left);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
     return 0;
 }
 
@@ -1277,9 +1334,14 @@ calm_admits(Calm *calm, PyObject *res)
         if (c) { ok = 0; break; }
         v = call0(m, S_HEADERS);
         if (v == NULL) { ok = -1; break; }
-        c = v != Py_None && has_stamp_header(v);
+        c = v == Py_None ? 0 : included_stamps(calm, v);
+        if (c == 1 && strip_stamps(m, v) < 0) {
+            Py_DECREF(v);
+            ok = -1;
+            break;
+        }
         Py_DECREF(v);
-        if (c) { ok = 0; break; }
+        if (c == 2) { ok = 0; break; }
         topic = call0(m, S_TOPIC);
         if (topic == NULL) { ok = -1; break; }
         c = PySet_Contains(calm->managed, topic);
@@ -1557,7 +1619,8 @@ PyInit__speedups(void)
     S_PARTITION = PyUnicode_InternFromString("partition");
     S_OFFSET = PyUnicode_InternFromString("offset");
     S_STAMP_HEADER = PyUnicode_InternFromString("kafka-ordered.reg");
-    if (!S_ERROR || !S_HEADERS || !S_TOPIC || !S_PARTITION || !S_OFFSET || !S_STAMP_HEADER)
+    S_SET_HEADERS = PyUnicode_InternFromString("set_headers");
+    if (!S_ERROR || !S_HEADERS || !S_TOPIC || !S_PARTITION || !S_OFFSET || !S_STAMP_HEADER || !S_SET_HEADERS)
         return NULL;
     KWN_TIMESTAMP = PyTuple_Pack(1, KW_TIMESTAMP);
     KWN_HEADERS = PyTuple_Pack(1, KW_HEADERS);

@@ -53,7 +53,7 @@ from .history import LayoutHistory
 from .layout import _as_bytes
 from .listener import PartitionKeyRebalanceListener
 from .metrics import ConsumerMetrics, ProducerMetrics
-from .tokens import Run, has_header, stamp_of, strip, with_stamp
+from .tokens import Run, take_stamp, with_stamp
 
 __all__ = ["OrderedProducer", "OrderedConsumer", "METADATA_REFRESH_MS"]
 
@@ -464,8 +464,6 @@ def _tp(m: Message) -> TP:
     return (m.topic(), m.partition())  # type: ignore[return-value]
 
 
-_partition = Message.partition
-_topic = Message.topic
 _error = Message.error
 _is_none = functools.partial(operator.is_, None)
 
@@ -535,7 +533,7 @@ class OrderedConsumer:
         # settings as the client would, and refuses what the client would.
         auto_commit = client_bool(conf, "enable.auto.commit", True)
         interval = client_int(conf, "auto.commit.interval.ms", 5000) / 1000.0
-        client_bool(conf, "enable.auto.offset.store", True)
+        auto_store = client_bool(conf, "enable.auto.offset.store", True)
         for key in ("enable.auto.commit", "auto.commit.interval.ms", "enable.auto.offset.store"):
             conf.pop(key, None)
         conf["enable.auto.commit"] = False
@@ -553,7 +551,8 @@ class OrderedConsumer:
             raise
         self._consumer = consumer
         self._shared = shared
-        options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto.offset.reset", "latest")))
+        options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto.offset.reset", "latest")),
+                                auto_store)
         self._core = GatingCore(_ConsumerPort(self._consumer, options.timeout), shared.follower, shared.offsets,
                                 options)
         self._raw_poll = consumer.poll
@@ -634,9 +633,7 @@ class OrderedConsumer:
                 p.offset = starts[tp]
 
     def _resume_assigned(self, partitions: List[TopicPartition]) -> None:
-        # librdkafka keeps a partition paused across reassignment; a hold from
-        # before the rebalance is forgotten, so its pause must go too.
-        self._consumer.resume([p for p in partitions if not self._core.paused_by_user((p.topic, p.partition))])
+        self._core.unpause_assigned([(p.topic, p.partition) for p in partitions])
 
     def _on_assign(self, consumer: Consumer, partitions: List[TopicPartition]) -> None:
         self._start_positions(partitions)
@@ -852,15 +849,18 @@ class OrderedConsumer:
             ok = managed.get(topic)  # type: ignore[arg-type]
             if ok is None:
                 ok = managed[topic] = core.managed(topic)  # type: ignore[index,arg-type]
+            stamp = None
+            h = m.headers()
+            taken = take_stamp(h, log_id) if h else None
+            if taken is not None:
+                stamp, left = taken
+                m.set_headers(left)  # type: ignore[arg-type]
+                if not ok and stamp is not None:
+                    ok = managed[topic] = core.managed_after_stamp(topic, stamp)  # type: ignore[index,arg-type]
             if not ok:
                 continue
             tp = (topic, m.partition())
             off = m.offset()
-            stamp = None
-            h = m.headers()
-            if h and has_header(h):
-                stamp = stamp_of(h, log_id)
-                m.set_headers(strip(h))  # type: ignore[arg-type]
             r = acc.get(tp)  # type: ignore[arg-type]
             if r is None:
                 acc[tp] = [off, off, 1, stamp]  # type: ignore[index]
@@ -893,7 +893,11 @@ class OrderedConsumer:
 
     def store_offsets(self, message: Optional[Message] = None, offsets: Optional[List[TopicPartition]] = None) -> None:
         """``Consumer.store_offsets``: from now on auto-commit commits the stored
-        offsets instead of the positions of returned records."""
+        offsets instead of the positions of returned records. With
+        ``enable.auto.offset.store=false`` (or once this was called) a gate
+        opens only when the source offsets it waits on are stored: a commit
+        past it, which carries those source offsets, then never passes a
+        record the application did not finish."""
         stored: Dict[TP, int] = {}
         if message is not None:
             stored[_tp(message)] = int(message.offset() or 0) + 1

@@ -7,11 +7,14 @@ librdkafka/Kafka numeric code, or ``None``) and chain the client exception as
 ``__cause__``. Errors about bad arguments also derive from ``ValueError`` or
 ``TypeError`` so that callers validating input can catch the builtin.
 
-Translation, modelled on aiokafka's ``errors.py``: :data:`CODES` names every
-code the table knows (by its ``confluent_kafka.KafkaError`` attribute name:
-Kafka protocol codes are >= 0, librdkafka's client-side codes < 0),
-:func:`for_code` gives the class for a code and :func:`translate` turns a
-confluent-kafka failure into an instance (``raise translate(e, ...) from e``).
+Translation, modelled on aiokafka's ``errors.py``: each class names the codes
+that raise it in :attr:`KafkaOrderedError.codes` (by their
+``confluent_kafka.KafkaError`` attribute names: Kafka protocol codes are
+>= 0, librdkafka's client-side codes < 0) and says in
+:attr:`KafkaOrderedError.retriable` whether the same call may succeed when
+retried; :data:`CODES` (every code known) and :func:`for_code` are derived
+from the classes, and :func:`translate` turns a confluent-kafka failure into
+an instance (``raise translate(e, ...) from e``).
 This module is pure: it does not import confluent-kafka (its errors are
 recognised by duck typing).
 """
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 from types import MappingProxyType
-from typing import Any, Mapping, Optional, Tuple, Type
+from typing import Any, ClassVar, Dict, Iterator, Mapping, Optional, Type
 
 __all__ = [
     "KafkaOrderedError",
@@ -58,8 +61,13 @@ class KafkaOrderedError(Exception):
     """Root of every error raised by kafka-ordered.
 
     ``code`` is the broker/librdkafka error code when the error came from a
-    broker response, else ``None``.
+    broker response, else ``None``. Class attributes: ``codes``, the codes
+    (name: number) that :func:`for_code` maps to this very class (not
+    inherited), and ``retriable``, whether retrying the call may succeed.
     """
+
+    codes: ClassVar[Mapping[str, int]] = {}
+    retriable: ClassVar[bool] = False
 
     def __init__(self, message: str, *, code: Optional[int] = None) -> None:
         super().__init__(message)
@@ -82,6 +90,8 @@ class InvalidKeyError(KafkaOrderedError, TypeError):
 class UnknownTopicError(KafkaOrderedError):
     """The topic does not exist on the cluster."""
 
+    codes = {"UNKNOWN_TOPIC_OR_PART": 3, "_UNKNOWN_TOPIC": -188, "_UNKNOWN_PARTITION": -190}
+
 
 class TopicNotManagedError(KafkaOrderedError):
     """The topic exists but has no layout in the layout log (use ``adopt``)."""
@@ -90,9 +100,20 @@ class TopicNotManagedError(KafkaOrderedError):
 class TopicAlreadyManagedError(KafkaOrderedError):
     """The topic already has a layout (or already exists, for ``create_topic``)."""
 
+    codes = {"TOPIC_ALREADY_EXISTS": 36}
+
 
 class BrokerUnavailableError(KafkaOrderedError):
     """No broker answered within the timeout."""
+
+    codes = {
+        "_TRANSPORT": -195, "_ALL_BROKERS_DOWN": -187, "_TIMED_OUT": -185, "_RESOLVE": -193,
+        "_DESTROY_BROKER": -137, "_TIMED_OUT_QUEUE": -166, "_MSG_TIMED_OUT": -192, "_WAIT_COORD": -180,
+        "_NOENT": -156,  # "no leaders found": no broker answered metadata
+        "REQUEST_TIMED_OUT": 7, "LEADER_NOT_AVAILABLE": 5, "NOT_LEADER_FOR_PARTITION": 6,
+        "BROKER_NOT_AVAILABLE": 8, "COORDINATOR_NOT_AVAILABLE": 15,
+    }
+    retriable = True
 
 
 class AuthenticationError(KafkaOrderedError):
@@ -100,12 +121,17 @@ class AuthenticationError(KafkaOrderedError):
     SASL password or mechanism, untrusted certificate). Not retriable: fix
     the ``sasl.*`` / ``ssl.*`` settings."""
 
+    codes = {"_AUTHENTICATION": -169, "_SSL": -181, "SASL_AUTHENTICATION_FAILED": 58}
+
 
 class UnsupportedBrokerApiError(KafkaOrderedError):
     """The broker does not implement a Kafka API this operation needs.
 
     ``api`` names the missing Kafka API (e.g. ``"CreatePartitions"``).
     """
+
+    # INVALID_REQUEST: how brokers without an API (Tansu) answer it.
+    codes = {"_UNSUPPORTED_FEATURE": -165, "UNSUPPORTED_VERSION": 35, "INVALID_REQUEST": 42}
 
     def __init__(self, message: str, *, api: str, code: Optional[int] = None) -> None:
         super().__init__(message, code=code)
@@ -214,6 +240,8 @@ class PlacementError(KafkaOrderedError, ValueError):
     """A replica placement request cannot be satisfied (bad arguments,
     unknown brokers, too few live brokers)."""
 
+    codes = {"INVALID_PARTITIONS": 37, "INVALID_REPLICATION_FACTOR": 38, "INVALID_REPLICA_ASSIGNMENT": 39}
+
 
 class GuardRailsError(PlacementError):
     """Placing the requested replicas would exceed a broker's partition limit.
@@ -229,65 +257,31 @@ class GuardRailsError(PlacementError):
 
 # -- the code table
 
+
+def _classes(root: Type[KafkaOrderedError]) -> Iterator[Type[KafkaOrderedError]]:
+    yield root
+    for sub in root.__subclasses__():
+        yield from _classes(sub)
+
+
+def _by_code() -> Dict[int, Type[KafkaOrderedError]]:
+    out: Dict[int, Type[KafkaOrderedError]] = {}
+    for cls in _classes(KafkaOrderedError):
+        for name, number in cls.__dict__.get("codes", {}).items():
+            if number in out and out[number] is not cls:
+                raise AssertionError(f"code {name} ({number}) is claimed by {out[number].__name__} and {cls.__name__}")
+            out[number] = cls
+    return out
+
+
 #: Every error code :func:`for_code` knows, by its ``confluent_kafka.KafkaError``
-#: attribute name (a unit test checks each value against confluent-kafka).
+#: attribute name (a unit test checks each value against confluent-kafka);
+#: derived from the classes' ``codes``.
 CODES: Mapping[str, int] = MappingProxyType(
-    {
-        # librdkafka, client side (< 0)
-        "_DESTROY_BROKER": -137,
-        "_AUTHENTICATION": -169,
-        "_SSL": -181,
-        "_NOENT": -156,
-        "_UNSUPPORTED_FEATURE": -165,
-        "_TIMED_OUT_QUEUE": -166,
-        "_WAIT_COORD": -180,
-        "_TIMED_OUT": -185,
-        "_ALL_BROKERS_DOWN": -187,
-        "_UNKNOWN_TOPIC": -188,
-        "_UNKNOWN_PARTITION": -190,
-        "_MSG_TIMED_OUT": -192,
-        "_RESOLVE": -193,
-        "_TRANSPORT": -195,
-        # Kafka protocol, broker side (>= 0)
-        "UNKNOWN_TOPIC_OR_PART": 3,
-        "LEADER_NOT_AVAILABLE": 5,
-        "NOT_LEADER_FOR_PARTITION": 6,
-        "REQUEST_TIMED_OUT": 7,
-        "BROKER_NOT_AVAILABLE": 8,
-        "COORDINATOR_NOT_AVAILABLE": 15,
-        "UNSUPPORTED_VERSION": 35,
-        "TOPIC_ALREADY_EXISTS": 36,
-        "INVALID_PARTITIONS": 37,
-        "INVALID_REPLICATION_FACTOR": 38,
-        "INVALID_REPLICA_ASSIGNMENT": 39,
-        "INVALID_REQUEST": 42,
-        "SASL_AUTHENTICATION_FAILED": 58,
-    }
+    {name: number for cls in _classes(KafkaOrderedError) for name, number in cls.__dict__.get("codes", {}).items()}
 )
 
-# class -> the codes that raise it. Anything else is a plain KafkaOrderedError.
-_GROUPS: Tuple[Tuple[Type[KafkaOrderedError], Tuple[str, ...]], ...] = (
-    (
-        BrokerUnavailableError,
-        (
-            "_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_RESOLVE", "_DESTROY_BROKER", "_TIMED_OUT_QUEUE",
-            "_MSG_TIMED_OUT", "_WAIT_COORD",
-            "_NOENT",  # "no leaders found": no broker answered metadata
-            "REQUEST_TIMED_OUT", "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION", "BROKER_NOT_AVAILABLE",
-            "COORDINATOR_NOT_AVAILABLE",
-        ),
-    ),
-    (UnknownTopicError, ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION")),
-    (AuthenticationError, ("_AUTHENTICATION", "_SSL", "SASL_AUTHENTICATION_FAILED")),
-    # INVALID_REQUEST: how brokers without an API (Tansu) answer it.
-    (UnsupportedBrokerApiError, ("_UNSUPPORTED_FEATURE", "UNSUPPORTED_VERSION", "INVALID_REQUEST")),
-    (TopicAlreadyManagedError, ("TOPIC_ALREADY_EXISTS",)),
-    (PlacementError, ("INVALID_PARTITIONS", "INVALID_REPLICATION_FACTOR", "INVALID_REPLICA_ASSIGNMENT")),
-)
-
-_BY_CODE: Mapping[int, Type[KafkaOrderedError]] = MappingProxyType(
-    {CODES[name]: cls for cls, names in _GROUPS for name in names}
-)
+_BY_CODE: Mapping[int, Type[KafkaOrderedError]] = MappingProxyType(_by_code())
 
 
 def for_code(code: Optional[int]) -> Type[KafkaOrderedError]:

@@ -554,7 +554,7 @@ class LayoutFollower:
                     self._changed()
             except (CorruptLayoutRecordError, UnsupportedLayoutVersionError, ProtocolVersionError) as e:
                 log.error("layout log follower of %s stopped: %s", self.topic, e)
-                self._notify()
+                self._changed()
                 return
             except KafkaOrderedError as e:
                 self.error = e
@@ -672,9 +672,6 @@ class LayoutFollower:
     def _changed(self) -> None:
         for listener in list(self._listeners):
             listener()
-
-    def _notify(self) -> None:
-        self._changed()
 
     # -- reading on demand
 

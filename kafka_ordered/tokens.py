@@ -36,6 +36,7 @@ __all__ = [
     "stamp_of",
     "has_header",
     "strip",
+    "take_stamp",
     "with_stamp",
     "StampBook",
     "partitions_to_stamp",
@@ -110,6 +111,39 @@ def strip(headers: Any) -> Optional[List[Tuple[Any, Any]]]:
     (as a record without headers shows them)."""
     left = [(k, v) for k, v in _pairs(headers) if not _is_ours(k)]
     return left or None
+
+
+def take_stamp(headers: Any, log_id: str) -> Optional[Tuple[Optional[int], Optional[List[Any]]]]:
+    """What a consumer does with a fetched record's headers, in one pass:
+    ``None`` when no ``kafka-ordered.reg`` header is present (the headers
+    stay as they are), else ``(stamp, left)``: the newest stamp of the log
+    ``log_id`` (``None``: only malformed ones or another log's) and the
+    headers without any ``kafka-ordered.reg`` header (``None`` when nothing
+    is left, as a record without headers shows them). The one place where
+    adapters read stamps."""
+    pairs = headers if headers.__class__ is list else list(_pairs(headers))
+    found = False
+    best: Optional[int] = None
+    left: List[Any] = []
+    prefix = f"{log_id}:".encode("ascii", "replace") if log_id else None
+    for pair in pairs:
+        name = pair[0]
+        if name != HEADER and name != HEADER_BYTES:
+            left.append(pair)
+            continue
+        found = True
+        value = pair[1]
+        if prefix is not None and value.__class__ is bytes and value.startswith(prefix) \
+                and value[len(prefix):].isdigit():
+            off: Optional[int] = int(value[len(prefix):])
+        else:
+            got = decode(value)
+            off = got[1] if got is not None and got[0] == log_id else None
+        if off is not None and (best is None or off > best):
+            best = off
+    if not found:
+        return None
+    return best, left or None
 
 
 def with_stamp(headers: Any, value: bytes) -> List[Tuple[str, Any]]:

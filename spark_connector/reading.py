@@ -29,7 +29,7 @@ except ImportError as _e:  # pragma: no cover - depends on the installation
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kafka_ordered.errors import KafkaOrderedError, StaleLayoutViewError
-from kafka_ordered.tokens import has_header, stamp_of, strip
+from kafka_ordered.tokens import take_stamp
 
 from ._pool import IdlePool, PoolKey, pool_key
 
@@ -283,16 +283,15 @@ def _read(
             ts.append(tv)
             ts_types.append(tt)
             h = m.headers()
-            if h and has_header(h):
+            taken = take_stamp(h, rng.log_id) if h else None
+            if taken is not None:
                 # The causal-token stamp never reaches the application.
-                if rng.log_id:
-                    stamp = stamp_of(h, rng.log_id)
-                    if stamp is not None and stamp >= rng.view_end:
-                        raise StaleLayoutViewError(
-                            f"{topic}[{partition}] offset {off} is stamped with layout-log registration {stamp}, "
-                            f"beyond the planning's view ({rng.view_end}): refusing to deliver it out of order"
-                        )
-                h = strip(h)
+                stamp, h = taken
+                if stamp is not None and stamp >= rng.view_end:
+                    raise StaleLayoutViewError(
+                        f"{topic}[{partition}] offset {off} is stamped with layout-log registration {stamp}, "
+                        f"beyond the planning's view ({rng.view_end}): refusing to deliver it out of order"
+                    )
             if include_headers:
                 headers.append(None if not h else [{"key": k, "value": v} for k, v in h])  # type: ignore[str-unpack]
             pos = off + 1

@@ -706,9 +706,10 @@ class LayoutAdmin:
             membership, partitions, gates = self._group_view(topic, group, cur, physical, regs)
         problems = tuple(h.problems)
         return TopicDescription(
-            topic, cur, tuple(h.changes(topic)), physical, cur.draining,
-            frozenset(range(cur.partitions, physical)) - cur.draining,
-            {p: cur.parent(p) for p in range(physical)}, regs, problems, group, gates, membership, partitions,
+            topic=topic, layout=cur, history=tuple(h.changes(topic)), physical_partitions=physical,
+            draining=cur.draining, spares=frozenset(range(cur.partitions, physical)) - cur.draining,
+            lineage={p: cur.parent(p) for p in range(physical)}, registrations=regs, problems=problems,
+            group=group, gates=gates, membership=membership, partitions=partitions,
         )
 
     def _membership(self, topic: str, group: str) -> GroupMembership:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import operator
 import time
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Type
@@ -25,14 +24,14 @@ from ..gates import GateStatus, reset_policy
 from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
 from ..metrics import ConsumerMetrics
-from ..tokens import Run, has_header, stamp_of, strip
+from .._fastpath import admits_runs
+from ..tokens import Run, take_stamp
 from ._compat import call_listener, dotted, off_loop, resume_discarding_parked, subscription_positions
 
 __all__ = ["OrderedKafkaConsumer"]
 
 log = logging.getLogger("kafka_ordered.consumer")
 
-_headers_of = operator.attrgetter("headers")
 _MAX_TIMEOUT_MS = 2**31 - 1  # what a poll can wait at most (kafka-python's consumer_timeout_ms may be inf)
 
 
@@ -205,12 +204,7 @@ class OrderedKafkaConsumer:
             off = committed.get(key, starts.get(key))
             if off is not None:
                 self._consumer.seek(tp, off)
-        # A hold from before the rebalance is forgotten, so its pause goes too;
-        # the application's own pauses are kept.
-        paused = [tp for tp in parts if self._core.paused_by_user((tp.topic, tp.partition))]
-        resume_discarding_parked(self._consumer, [tp for tp in parts if tp not in paused])
-        if paused:
-            self._consumer.pause(*paused)
+        self._core.unpause_assigned([(tp.topic, tp.partition) for tp in parts])
 
     async def _on_revoked(self, revoked: Iterable[TopicPartition], lost: bool) -> None:
         tps = [(tp.topic, tp.partition) for tp in revoked]
@@ -300,7 +294,7 @@ class OrderedKafkaConsumer:
             # Nothing to gate: the client's own poll, its records untouched
             # until the calm's deadline (see kafka_ordered._fastpath.fast_fetch).
             raw = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records, update_offsets=update_offsets)
-            if calm.quiet and time.monotonic() < calm.until and (not raw or self._calm_admits(raw)):
+            if calm.quiet and time.monotonic() < calm.until and (not raw or admits_runs(calm, raw)):
                 return raw
             if not raw:
                 core.idle()
@@ -326,30 +320,6 @@ class OrderedKafkaConsumer:
             # short while it joins: kafka-python 3.0.12 throws away a
             # JoinGroup/SyncGroup round that completes while no poll waits on it.
             core.maintain()
-
-    def _calm_admits(self, raw: Dict[TopicPartition, List[Any]]) -> bool:
-        """Whether a calm fetch may be returned untouched under the
-        causal-token rule: no ``kafka-ordered.reg`` header, and each managed
-        partition's records start at the offset expected next and have no
-        gap; then the expected offsets move past them. Otherwise nothing
-        changes and the fetch takes the full path (:meth:`_take`)."""
-        calm = self._core.calm
-        managed, expected = calm.managed, calm.expected
-        ends: List[Tuple[TP, int]] = []
-        for tp, recs in raw.items():
-            if not recs:
-                continue
-            if any(map(_headers_of, recs)) and any(has_header(r.headers) for r in recs):
-                return False
-            if tp.topic not in managed:
-                continue
-            key = (tp.topic, tp.partition)
-            first, last = recs[0].offset, recs[-1].offset
-            if expected.get(key) != first or last - first + 1 != len(recs):
-                return False
-            ends.append((key, last + 1))
-        expected.update(ends)
-        return True
 
     def _rebalancing(self) -> bool:
         co = self._port.coordinator
@@ -396,25 +366,34 @@ class OrderedKafkaConsumer:
     def _scan(self, raw: Mapping[TopicPartition, List[Any]]) -> Tuple[Dict[TopicPartition, List[Any]], List[Run]]:
         """What each managed partition of a fetch holds, for the causal-token
         rule (kafka-python groups records by partition, in offset order), and
-        the fetch with the ``kafka-ordered.reg`` stamp removed from the records
-        of managed topics (the application never sees it)."""
+        the fetch with the ``kafka-ordered.reg`` stamp removed from every
+        record (the application never sees it). A stamp of this layout log on
+        a topic the view calls unmanaged proves the view stale: it is caught
+        up first (:meth:`GatingCore.managed_after_stamp`)."""
         core = self._core
         out: Dict[TopicPartition, List[Any]] = {}
         runs: List[Run] = []
         for tp, recs in raw.items():
-            if recs and core.managed(tp.topic):
-                newest: Optional[int] = None
-                if any(r.headers for r in recs):
-                    log_id = core.freshness.log_id
-                    kept = []
-                    for r in recs:
-                        if r.headers and has_header(r.headers):
-                            got = stamp_of(r.headers, log_id)
-                            if got is not None and (newest is None or got > newest):
-                                newest = got
-                            r = r._replace(headers=strip(r.headers) or [])
-                        kept.append(r)
-                    recs = kept
+            if not recs:
+                out[tp] = recs
+                continue
+            newest: Optional[int] = None
+            if any(r.headers for r in recs):
+                log_id = core.freshness.log_id
+                kept = []
+                for r in recs:
+                    taken = take_stamp(r.headers, log_id) if r.headers else None
+                    if taken is not None:
+                        got, left = taken
+                        if got is not None and (newest is None or got > newest):
+                            newest = got
+                        r = r._replace(headers=left or [])
+                    kept.append(r)
+                recs = kept
+            managed = core.managed(tp.topic)
+            if not managed and newest is not None:
+                managed = core.managed_after_stamp(tp.topic, newest)
+            if managed:
                 runs.append(Run((tp.topic, tp.partition), recs[0].offset, recs[-1].offset, len(recs), newest))
             out[tp] = recs
         return out, runs

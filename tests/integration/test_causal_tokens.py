@@ -603,3 +603,107 @@ def test_clients_started_at_once_share_one_follower_set(bootstrap: str, layout_t
         for s in got:
             s.release()
     assert _log.active_count() == before
+
+
+# -- a stamp on a topic the view does not know as managed ----------------------
+
+
+class _Client:
+    """One consumer API, the same scenario: confluent-kafka or kafka-python."""
+
+    def __init__(self, kind: str, bootstrap: str, layout_topic: str, group: str,
+                 make_consumer: Callable[..., OrderedConsumer]) -> None:
+        self.kind = kind
+        if kind == "confluent":
+            self.consumer: Any = make_consumer(group=group, **OWN_FOLLOWER)
+        else:
+            from kafka_ordered.kafka_python import OrderedKafkaConsumer
+
+            # security_protocol gives it its own layout-log resources (a follower we can freeze)
+            self.consumer = OrderedKafkaConsumer(
+                bootstrap_servers=bootstrap, security_protocol="PLAINTEXT", group_id=group,
+                auto_offset_reset="earliest", enable_auto_commit=False, **{"ordered.layout.topic": layout_topic})
+
+    def assign(self, topic: str, partition: int) -> None:
+        if self.kind == "confluent":
+            self.consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        else:
+            from kafka import TopicPartition as KTP
+
+            self.consumer.assign([KTP(topic, partition)])
+
+    def fetch(self) -> List[Tuple[bytes, List[Tuple[str, bytes]]]]:
+        """(value, headers) of what one short poll delivers."""
+        if self.kind == "confluent":
+            return [(m.value(), list(m.headers() or [])) for m in self.consumer.consume(10, 0.1)]
+        return [(r.value, list(r.headers or [])) for recs in self.consumer.poll(100).values() for r in recs]
+
+    def close(self) -> None:
+        if self.kind != "confluent":
+            self.consumer.close()
+
+
+@pytest.mark.parametrize("kind", ["confluent", "kafka_python"])
+def test_a_stamp_on_a_topic_the_view_does_not_know_as_managed_is_caught_up_on(
+    admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], make_consumer: Callable[..., OrderedConsumer],
+    bootstrap: str, layout_topic: str, topic: str, unique: Callable[[str], str], kind: str,
+) -> None:
+    """A consumer assigned to partition 2 of a topic before it is created
+    (kafka-python: right after, as its metadata requests create the topic on
+    the embedded broker, with a view that missed the creation); its view
+    learns nothing by itself (frozen). Key k's first record
+    goes to partition 0 under 2 partitions, its second (stamped) to 2 under
+    3: the stamp names this consumer's layout log, so the view is stale
+    whatever it says about the topic; the consumer catches up, finds the
+    gate and holds the record until the group processed partition 0. The
+    stamp never reaches the application."""
+    group = unique("g")
+    client = _Client(kind, bootstrap, layout_topic, group, make_consumer)
+    try:
+        if kind == "confluent":
+            client.assign(topic, 2)
+            for _ in range(5):
+                client.fetch()
+        _freeze(client.consumer)
+        k = _mover(0, 2, 2, 3)
+        admin.create_topic(topic, 2, physical_partitions=spare(8))
+        if kind != "confluent":
+            # Its assignment reads the layout log to the end; stand in for the
+            # embedded broker's delay in showing a just-appended layout record.
+            follower = client.consumer._shared.follower
+            follower.sync = lambda: follower.history
+            try:
+                client.assign(topic, 2)
+                for _ in range(5):
+                    client.fetch()
+            finally:
+                del follower.sync
+        producer = make_producer()
+        producer.produce(topic, b"A", k)
+        assert producer.flush(10) == 0
+        admin.expand(topic, 3)
+        _wait(lambda: producer.history.current(topic).epoch == 2)  # type: ignore[union-attr]
+        producer.produce(topic, b"B", k)
+        assert producer.flush(10) == 0
+        assert _stamps(read_all(bootstrap, topic, 3)[2])[0] is not None, "the record on 2 carries a stamp"
+        assert client.consumer.history.current(topic) is None, "the view does not know the topic"
+
+        got: List[Tuple[bytes, List[Tuple[str, bytes]]]] = []
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            got += client.fetch()
+        assert [v for v, _ in got] == [], "delivered B before the group processed A"
+        assert client.consumer.history.current(topic) is not None  # it read the layout itself
+
+        plain = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+        try:
+            plain.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+        finally:
+            plain.close()
+        deadline = time.monotonic() + 20
+        while not got:
+            assert time.monotonic() < deadline, "B stayed held after its source was processed"
+            got += client.fetch()
+        assert got == [(b"B", [])], "the stamp reached the application"
+    finally:
+        client.close()

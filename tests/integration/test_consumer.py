@@ -292,3 +292,54 @@ def test_assign_honours_logical_start_offsets(
     raw.produce(topic, b"new", b"k", partition=0)
     assert raw.flush(10) == 0
     assert _values(end, 1) == [b"new"]
+
+
+def test_with_offsets_stored_by_the_application_a_gate_waits_for_the_stored_source_offsets(
+    admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], make_consumer: Callable[..., OrderedConsumer],
+    topic: str,
+) -> None:
+    """``enable.auto.offset.store=false``: the application stores what it
+    finished. Key k's first record A (partition 0) was returned but not
+    stored; a commit must never carry partition 0 past A (a crash would then
+    skip it), so the gate in front of k's second record B (partition 2)
+    waits until A is stored, and commits move partition 0 only as far as
+    the application stored."""
+    admin.create_topic(topic, 2, physical_partitions=spare(4))
+    k = next(k for k in KEYS if partition_for(k, 2, 2) == 0 and partition_for(k, 2, 4) == 2)
+    producer = make_producer()
+    producer.produce(topic, b"A", k)
+    assert producer.flush(10) == 0
+    admin.expand(topic, 4)
+    deadline = time.monotonic() + 10
+    while producer.history.current(topic).epoch != 2:  # type: ignore[union-attr]
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    producer.produce(topic, b"B", k)
+    assert producer.flush(10) == 0
+
+    consumer = make_consumer(**{"enable.auto.offset.store": False, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p) for p in range(4)])
+    got: Dict[bytes, Any] = {}
+    end = time.monotonic() + 4
+    while time.monotonic() < end:
+        for m in consumer.consume(10, 0.1):
+            got[m.value()] = m
+    assert b"A" in got
+    if b"B" in got:  # the application finished B, not A
+        consumer.store_offsets(message=got[b"B"])
+        consumer.commit(asynchronous=False)
+    committed = {p.partition: p.offset for p in consumer.committed([TopicPartition(topic, 0)], timeout=10)}
+    assert committed[0] < 1, "committed partition 0 past a record the application never stored"
+    assert b"B" not in got, "B delivered while A, in front of it, was not finished"
+
+    consumer.store_offsets(message=got[b"A"])
+    deadline = time.monotonic() + 15
+    while b"B" not in got:
+        assert time.monotonic() < deadline, "B stayed held after A was stored"
+        for m in consumer.consume(10, 0.1):
+            got[m.value()] = m
+    consumer.store_offsets(message=got[b"B"])
+    consumer.commit(asynchronous=False)
+    committed = {p.partition: p.offset
+                 for p in consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 2)], timeout=10)}
+    assert committed == {0: 1, 2: got[b"B"].offset() + 1}

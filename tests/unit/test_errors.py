@@ -124,3 +124,19 @@ def test_every_public_error_accepts_and_keeps_code() -> None:
         e = cls("message", code=42, **kw)
         assert e.code == 42 and str(e) == "message", name
         assert cls("message", **kw).code is None, name
+
+
+def test_the_code_table_is_derived_from_the_classes() -> None:
+    """Each class names its own codes (not inherited) and says whether it is
+    retriable; CODES and for_code are exactly what the classes say."""
+    seen = {}
+    for cls in [KafkaOrderedError, *(getattr(errors, n) for n in errors.__all__ if n.endswith("Error"))]:
+        assert isinstance(cls.retriable, bool)
+        for name, number in cls.__dict__.get("codes", {}).items():
+            assert number not in seen, name
+            seen[number] = cls
+            assert CODES[name] == number and for_code(number) is cls
+    assert sorted(seen) == sorted(CODES.values())
+    assert errors.GuardRailsError.__dict__.get("codes") is None and for_code(KafkaError.INVALID_PARTITIONS) is PlacementError
+    assert BrokerUnavailableError.retriable and not UnknownTopicError.retriable and not KafkaOrderedError.retriable
+    assert translate(_kexc(KafkaError._TRANSPORT), "x").retriable

@@ -404,6 +404,9 @@ class _Msg:
     def error(self) -> Any:
         return self._e
 
+    def set_headers(self, headers: Any) -> None:
+        self._h = headers
+
     def __repr__(self) -> str:
         return f"_Msg({self._t!r}, {self._p}, {self._o}, {self._h!r}, {self._e!r})"
 
@@ -594,3 +597,92 @@ def test_calm_expected_offsets_are_the_freshness_dict(impl: str) -> None:
     calm.quiet, calm.until = True, time.monotonic() + 60
     _fetch_path(impl, calm, [_Msg("t", 0, 1)], [])(1.0)
     assert shared == {("t", 0): 2} and calm.expected is shared
+
+
+@pytest.mark.parametrize("impl", _impls())
+@pytest.mark.parametrize("case, headers, admitted, left", [
+    ("included", [("kafka-ordered.reg", b"log:6")], True, None),
+    ("included, among others", [("a", b"1"), ("kafka-ordered.reg", b"log:0"), ("b", b"2")], True,
+     [("a", b"1"), ("b", b"2")]),
+    ("at the view's end", [("kafka-ordered.reg", b"log:7")], False, None),
+    ("another log", [("kafka-ordered.reg", b"other:1")], False, None),
+    ("a log whose id extends ours", [("kafka-ordered.reg", b"log:x:1")], False, None),
+    ("malformed", [("kafka-ordered.reg", b"log:")], False, None),
+    ("not bytes", [("kafka-ordered.reg", "log:1")], False, None),
+])
+@pytest.mark.parametrize("topic", ["t", "u"])
+def test_a_stamp_the_view_includes_is_only_removed_on_the_calm_path(
+        impl: str, case: str, headers: Any, admitted: bool, left: Any, topic: str) -> None:
+    """A stamp of this consumer's log at an offset below the view's next
+    one needs no catch-up: the calm check removes the header and goes on
+    (on a managed topic and on one the view calls unmanaged alike). Any
+    other stamp takes the full path."""
+    calm = _calm(impl)
+    calm.quiet, calm.until = True, time.monotonic() + 60
+    calm.managed = frozenset({"t"})
+    calm.stamp_prefix, calm.view_next = b"log:", 7
+    calm.expected.update({("t", 0): 5})
+    fetched = [_Msg(topic, 0, 5, list(headers)), _Msg(topic, 0, 6)]
+    calls: List[Any] = []
+    got = _fetch_path(impl, calm, fetched, calls)(1.0)
+    if admitted:
+        assert got is fetched and [c[0] for c in calls] == ["fetch"], case
+        assert fetched[0].headers() == left, case
+        assert calm.expected == ({("t", 0): 7} if topic == "t" else {("t", 0): 5}), case
+    else:
+        assert got == ("after", fetched) and [c[0] for c in calls] == ["fetch", "after"], case
+        assert fetched[0].headers() == headers and calm.expected == {("t", 0): 5}, case
+
+
+class _Rec:
+    """The parts of a kafka-python ``ConsumerRecord`` the calm check reads."""
+
+    def __init__(self, offset: int, headers: Any = ()) -> None:
+        self.offset, self.headers = offset, list(headers)
+
+    def _replace(self, headers: Any) -> "_Rec":
+        return _Rec(self.offset, headers)
+
+
+class _KTP:
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic, self.partition = topic, partition
+
+
+@pytest.mark.parametrize("case, runs", [
+    ("contiguous", {("t", 0): [5, 6]}),
+    ("two partitions", {("t", 0): [5], ("t", 1): [3, 4]}),
+    ("unmanaged topic", {("u", 0): [99]}),
+    ("gap at the start", {("t", 0): [9]}),
+    ("gap inside", {("t", 0): [5, 7]}),
+    ("partition not expected", {("t", 2): [0]}),
+    ("included stamp", {("t", 0): [5, (6, b"log:3")]}),
+    ("included stamp, unmanaged topic", {("u", 0): [(1, b"log:6")]}),
+    ("stamp beyond the view", {("t", 0): [(5, b"log:7")]}),
+    ("stamp of another log", {("u", 0): [(5, b"other:1")]}),
+])
+def test_the_calm_check_decides_alike_for_both_clients(case: str, runs: Dict[Tuple[str, int], List[Any]]) -> None:
+    """``admits_runs`` (kafka-python's fetch, grouped by partition) is the
+    predicate of ``admits_py`` (confluent-kafka's list of messages): same
+    decision, same expected offsets after, included stamps removed."""
+    def calm() -> Any:
+        c = _fastpath.PyCalm()
+        c.managed, c.stamp_prefix, c.view_next = frozenset({"t"}), b"log:", 7
+        c.expected.update({("t", 0): 5, ("t", 1): 3})
+        return c
+
+    def headers(item: Any) -> List[Tuple[str, bytes]]:
+        return [("app", b"1"), ("kafka-ordered.reg", item[1])] if isinstance(item, tuple) else []
+
+    def offset(item: Any) -> int:
+        return item[0] if isinstance(item, tuple) else item
+
+    msgs = [_Msg(t, p, offset(i), headers(i) or None) for (t, p), items in runs.items() for i in items]
+    recs = {_KTP(t, p): [_Rec(offset(i), headers(i)) for i in items] for (t, p), items in runs.items()}
+    by_list, by_runs = calm(), calm()
+    decided = _fastpath.admits_py(by_list, msgs)
+    assert _fastpath.admits_runs(by_runs, recs) is decided, case
+    assert by_runs.expected == by_list.expected, case
+    if decided:
+        assert all(m.headers() in (None, [("app", b"1")]) for m in msgs)
+        assert all(r.headers in ([], [("app", b"1")]) for rs in recs.values() for r in rs)

@@ -97,3 +97,22 @@ def test_catch_up_rules() -> None:
     assert catch_up(50, [Run(tp, 120, 129, 10)], ok) == CatchUp(to_end=True)
     assert catch_up(50, [Run(tp, 100, 110, 10)], ok) == CatchUp(to_end=True)
     assert catch_up(50, [], ok) == CatchUp()
+
+
+def test_take_stamp_reads_and_removes_in_one_pass() -> None:
+    """Adapters' one reading of a record's headers: ``None`` without a stamp
+    header; else the newest stamp of this log (malformed ones and other
+    logs' count as none) and the headers without any stamp header."""
+    take = tokens.take_stamp
+    assert take([("a", b"1")], "L") is None
+    assert take({"a": b"1"}, "L") is None
+    assert take([(HEADER, b"L:3"), ("a", b"1"), (HEADER, b"L:9")], "L") == (9, [("a", b"1")])
+    assert take([(HEADER, b"M:3")], "L") == (None, None)
+    assert take([(HEADER, b"L:x:3")], "L") == (None, None)
+    assert take([(HEADER, b"L:")], "L") == (None, None)
+    assert take([(HEADER, "L:4")], "L") == (4, None)
+    assert take([(HEADER.encode(), b"L:5")], "L") == (5, None)
+    assert take({HEADER: b"L:6", "a": b"1"}, "L") == (6, [("a", b"1")])
+    assert take([(HEADER, b":7")], "") == (None, None)
+    for headers in ([(HEADER, b"L:3"), ("a", b"1")], [(HEADER, b"M:3")], [(HEADER, b"L:oops")]):
+        assert take(headers, "L") == (tokens.stamp_of(headers, "L"), tokens.strip(headers))
