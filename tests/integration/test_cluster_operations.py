@@ -88,15 +88,22 @@ def _wait(cond: Any, timeout: float, what: str) -> None:
         time.sleep(0.5)
 
 
-def test_degraded_creation_then_heal_when_the_broker_returns(
-        cluster_or_skip: KafkaCluster, admin: LayoutAdmin, topic: str, client_config: Dict[str, Any]) -> None:
-    cluster = cluster_or_skip
+def _stop_last(cluster: KafkaCluster, client_config: Dict[str, Any]) -> tuple:
+    """Stop the last node and wait until Metadata no longer lists it;
+    returns (index, broker id)."""
     away = cluster.nodes - 1
     away_id = cluster.node_id(away)
     cluster.stop(away)
+    _wait(lambda: away_id not in AdminClient(client_config).list_topics(timeout=10).brokers, 60,
+          "the stopped broker stayed in the metadata")
+    return away, away_id
+
+
+def test_degraded_creation_then_heal_when_the_broker_returns(
+        cluster_or_skip: KafkaCluster, admin: LayoutAdmin, topic: str, client_config: Dict[str, Any]) -> None:
+    cluster = cluster_or_skip
+    away, away_id = _stop_last(cluster, client_config)
     try:
-        _wait(lambda: away_id not in AdminClient(client_config).list_topics(timeout=10).brokers, 60,
-              "the stopped broker stayed in the metadata")
         # Replication factor 3 on 2 live brokers: refused unless degraded creation is allowed ...
         with pytest.raises(PlacementError, match="min_required_replication_factor"):
             admin.create_topic(topic, 2, replication_factor=3)
@@ -125,12 +132,8 @@ def test_degraded_creation_is_refused_when_min_isr_cannot_be_met(
     be tried here: every node is a KRaft voter, and one of three has no
     quorum.)"""
     cluster = cluster_or_skip
-    away = cluster.nodes - 1
-    away_id = cluster.node_id(away)
-    cluster.stop(away)
+    away, away_id = _stop_last(cluster, client_config)
     try:
-        _wait(lambda: away_id not in AdminClient(client_config).list_topics(timeout=10).brokers, 60,
-              "the stopped broker stayed in the metadata")
         with pytest.raises(PlacementError) as e:
             admin.create_topic(topic, 2, replication_factor=3, min_required_replication_factor=3)
         assert "live" in str(e.value), str(e.value)
