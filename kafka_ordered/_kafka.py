@@ -13,7 +13,7 @@ import weakref
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from . import _credentials
 from .config import internal_config
@@ -63,6 +63,17 @@ def partition_count(admin: AdminClient, topic: str, timeout: float) -> int:
     if tm.error is not None:
         raise translate(KafkaException(tm.error), f"reading metadata of {topic}")
     return len(tm.partitions)
+
+
+def cleanup_policy(admin: AdminClient, topic: str, timeout: float) -> Optional[str]:
+    """``topic``'s ``cleanup.policy``, or ``None`` when the broker does not say."""
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    try:
+        cfg = admin.describe_configs([res], request_timeout=timeout)[res].result()
+    except KafkaException:
+        return None
+    entry = cfg.get("cleanup.policy")
+    return None if entry is None else entry.value
 
 
 def topic_exists(admin: AdminClient, topic: str, timeout: float) -> bool:

@@ -83,6 +83,11 @@ class ProducerPort(Protocol):
         """The client refused a buffered record: report ``error`` for it alone
         (delivery callback or future), never to the records around it."""
 
+    def send_tombstone(self, topic: str, partition: int, key: bytes, headers: List[Tuple[str, bytes]]) -> None:
+        """Enqueue a tombstone (``key``, no value, ``headers``) for ``partition``,
+        in the transaction if one is open. A failure to deliver it is logged:
+        it costs a stale copy after compaction, never order."""
+
 
 class OffsetsPort(Protocol):
     """True log-end and log-start offsets of data partitions."""
@@ -148,3 +153,6 @@ class LogResources(Protocol):
 
     @property
     def writer(self) -> LayoutWriter: ...
+
+    def compacted(self, topic: str, timeout: Optional[float] = None) -> bool:
+        """Whether ``topic``'s ``cleanup.policy`` includes ``compact`` (asked once per topic)."""

@@ -54,6 +54,7 @@ from .layout import _as_bytes
 from .listener import PartitionKeyRebalanceListener
 from .metrics import ConsumerMetrics, ProducerMetrics
 from .tokens import Run, has_header, stamp_of, strip, with_stamp
+from .tombstones import is_move_tombstone
 
 __all__ = ["OrderedProducer", "OrderedConsumer"]
 
@@ -100,6 +101,12 @@ def _stamped_callback(cb: Optional[Callable[..., None]], acked: Callable[[], Non
     return delivered
 
 
+def _tombstone_delivered(err: Any, msg: Any) -> None:
+    if err is not None:
+        plog.warning("a move tombstone was not delivered (%s): the key's value in the partition it left "
+                     "survives compaction", err)
+
+
 class _ProducerPort:
     """:class:`~kafka_ordered._ports.ProducerPort` over a confluent ``Producer``."""
 
@@ -122,6 +129,14 @@ class _ProducerPort:
 
     def flush(self, timeout: float) -> int:
         return self.producer.flush(timeout)
+
+    def send_tombstone(self, topic: str, partition: int, key: bytes, headers: List[Tuple[str, bytes]]) -> None:
+        while True:
+            try:
+                self.produce(topic, None, key, partition, _tombstone_delivered, headers=headers)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
 
     def failed(self, item: _Item, error: BaseException) -> None:
         cb = item[2]
@@ -207,8 +222,38 @@ class OrderedProducer:
                 core = RegisteringCore(self._port, shared, self._opts, producer_id=self._producer_id,
                                        routes=self._routes)
                 core.transactional = bool(self._conf.get("transactional.id"))
+                core.run_switch = self._switch
                 self._shared, self._core_ = shared, core
             return self._core_
+
+    def _switch(self, topic: str, st: Any, own: Any) -> None:
+        """A layout switch, after the client's metadata knows the new layout's
+        partitions (after a real expansion librdkafka would refuse records
+        for the new ones as an unknown partition until its next refresh)."""
+        core = self._core
+        target = core.history.current(topic)
+        if target is not None:
+            self._ensure_partitions(topic, target.partitions)
+        core.switch(topic, st, own)
+
+    def _ensure_partitions(self, topic: str, needed: int) -> None:
+        """Refresh the client's metadata of ``topic`` until it has ``needed``
+        partitions, for at most ``ordered.metadata.timeout.ms`` (then the
+        records are refused by the client as before, with its error)."""
+        timeout = self._opts["ordered.metadata.timeout.ms"] / 1000.0
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                tm = self._producer.list_topics(topic, timeout).topics.get(topic)
+                if tm is not None and tm.error is None and len(tm.partitions) >= needed:
+                    return
+            except KafkaException as e:
+                plog.debug("refreshing metadata of %s: %s", topic, e)
+            if time.monotonic() >= deadline:
+                plog.warning("the client's metadata of %s does not show %d partitions after %.0f s", topic,
+                             needed, timeout)
+                return
+            time.sleep(0.05)
 
     @property
     def producer(self) -> Producer:
@@ -720,7 +765,11 @@ class OrderedConsumer:
         records is cut at its gate (by bisection on offsets)."""
         core = self._core
         try:
-            core.ensure_fresh(self._runs(raw))
+            moved: List[Message] = []
+            core.ensure_fresh(self._runs(raw, moved))
+            if moved:  # consumed, never delivered (see kafka_ordered.tombstones)
+                hidden = set(map(id, moved))
+                raw = [m for m in raw if id(m) not in hidden]
             watched = core.watched()
             if not watched:
                 return raw
@@ -768,12 +817,13 @@ class OrderedConsumer:
                         mask[i] = 0
         return raw if mask is None else list(compress(raw, mask))
 
-    def _runs(self, raw: List[Message]) -> List[Run]:
+    def _runs(self, raw: List[Message], moved: List[Message]) -> List[Run]:
         """What ``raw`` holds per managed partition, for the causal-token rule
         (:func:`kafka_ordered.tokens.catch_up`); stamps are removed from the
         records on the way. Per record this costs one C-level pass over the
         headers and one over the partitions; records carrying headers, and
-        fetches that span several partitions, take the per-record loop."""
+        fetches that span several partitions, take the per-record loop, which
+        also puts move tombstones into ``moved``."""
         if not any(map(_headers, raw)):
             first, last = raw[0], raw[-1]
             parts = list(map(_partition, raw))
@@ -784,9 +834,9 @@ class OrderedConsumer:
                     if not self._core.managed(topic):  # type: ignore[arg-type]
                         return []
                     return [Run((topic, parts[0]), first.offset(), last.offset(), len(raw))]  # type: ignore[arg-type]
-        return self._runs_per_record(raw)
+        return self._runs_per_record(raw, moved)
 
-    def _runs_per_record(self, raw: List[Message]) -> List[Run]:
+    def _runs_per_record(self, raw: List[Message], moved: List[Message]) -> List[Run]:
         core = self._core
         log_id = core.freshness.log_id
         managed: Dict[str, bool] = {}
@@ -806,6 +856,8 @@ class OrderedConsumer:
             h = m.headers()
             if h and has_header(h):
                 stamp = stamp_of(h, log_id)
+                if is_move_tombstone(m.value(), h):
+                    moved.append(m)
                 m.set_headers(strip(h))  # type: ignore[arg-type]
             r = acc.get(tp)  # type: ignore[arg-type]
             if r is None:

@@ -33,6 +33,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kafka_ordered.errors import KafkaOrderedError, StaleLayoutViewError
 from kafka_ordered.tokens import has_header, stamp_of, strip
+from kafka_ordered.tombstones import is_move_tombstone
 
 __all__ = [
     "KafkaRange",
@@ -383,13 +384,16 @@ def _read(
             if off >= end:
                 done = True
                 break
+            h = m.headers()
+            if h and is_move_tombstone(m.value(), h):
+                pos = off + 1  # consumed, never a row (see kafka_ordered.tombstones)
+                continue
             keys.append(m.key())  # type: ignore[arg-type]  # bytes: no deserializer configured
             values.append(m.value())  # type: ignore[arg-type]
             offsets.append(off)
             tt, tv = m.timestamp()
             ts.append(tv)
             ts_types.append(tt)
-            h = m.headers()
             if h and has_header(h):
                 # The causal-token stamp never reaches the application.
                 if rng.log_id:

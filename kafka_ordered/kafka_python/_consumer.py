@@ -26,6 +26,7 @@ from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
 from ..metrics import ConsumerMetrics
 from ..tokens import Run, has_header, stamp_of, strip
+from ..tombstones import is_move_tombstone
 from ._compat import call_listener, dotted, off_loop, resume_discarding_parked, subscription_positions
 
 __all__ = ["OrderedKafkaConsumer"]
@@ -392,7 +393,8 @@ class OrderedKafkaConsumer:
         """What each managed partition of a fetch holds, for the causal-token
         rule (kafka-python groups records by partition, in offset order), and
         the fetch with the ``kafka-ordered.reg`` stamp removed from the records
-        of managed topics (the application never sees it)."""
+        of managed topics (the application never sees it) and without move
+        tombstones."""
         core = self._core
         out: Dict[TopicPartition, List[Any]] = {}
         runs: List[Run] = []
@@ -407,10 +409,14 @@ class OrderedKafkaConsumer:
                             got = stamp_of(r.headers, log_id)
                             if got is not None and (newest is None or got > newest):
                                 newest = got
+                            if is_move_tombstone(r.value, r.headers):
+                                continue  # consumed, never delivered (see kafka_ordered.tombstones)
                             r = r._replace(headers=strip(r.headers) or [])
                         kept.append(r)
+                    runs.append(Run((tp.topic, tp.partition), recs[0].offset, recs[-1].offset, len(recs), newest))
                     recs = kept
-                runs.append(Run((tp.topic, tp.partition), recs[0].offset, recs[-1].offset, len(recs), newest))
+                else:
+                    runs.append(Run((tp.topic, tp.partition), recs[0].offset, recs[-1].offset, len(recs), newest))
             out[tp] = recs
         return out, runs
 

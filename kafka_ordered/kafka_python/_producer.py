@@ -111,6 +111,11 @@ class _ProducerPort:
         except KafkaTimeoutError:
             return 1
 
+    def send_tombstone(self, topic: str, partition: int, key: bytes, headers: List[Tuple[str, bytes]]) -> None:
+        fut = self.producer.send(topic, value=None, key=key, headers=headers, partition=partition)
+        fut.add_errback(lambda e: log.warning("a move tombstone was not delivered (%s): the key's value in the "
+                                              "partition it left survives compaction", e))
+
     def failed(self, item: _Pending, error: BaseException) -> None:
         with self.lock:
             item.error = error
