@@ -322,3 +322,44 @@ def test_a_changelog_of_10000_keys_rebuilds_exactly_across_expand_shrink_expand_
         assert v is not None
         assert _phase_of(v) >= last.get(k, -1), f"{k!r}: a stale value after a newer one"
         last[k] = _phase_of(v)
+
+
+def test_kafka_python_clients_tombstone_and_hide_them(
+    admin: LayoutAdmin, bootstrap: str, layout_topic: str, topic: str, unique: Callable[[str], str],
+    group_settings_kafka_python: Dict[str, Any],
+) -> None:
+    from kafka_ordered.kafka_python import OrderedKafkaConsumer, OrderedKafkaProducer
+
+    admin.create_topic(topic, 2, physical_partitions=spare(4), config={"cleanup.policy": "compact"})
+    k = _mover(0, 2)
+    conf = {"bootstrap_servers": bootstrap, "ordered.layout.topic": layout_topic}
+    producer = OrderedKafkaProducer(**conf)
+    try:
+        producer.send(topic, b"a", k).get(10)
+        admin.expand(topic, 4)
+        _until_epoch(producer, topic, 2)  # type: ignore[arg-type]
+        producer.send(topic, b"b", k)
+        producer.send(topic, b"c", k)
+        producer.flush(10)
+    finally:
+        producer.close(5)
+    plain = read_all(bootstrap, topic, 4)
+    assert [m.value() for m in plain[0]] == [b"a", None] and _moved(plain[0][1])
+    assert [m.value() for m in plain[2]] == [b"b", b"c"]
+
+    consumer = OrderedKafkaConsumer(topic, **conf, group_id=unique("g"), auto_offset_reset="earliest",
+                                    **group_settings_kafka_python)
+    try:
+        got: List[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 3:
+            assert time.monotonic() < deadline
+            for recs in consumer.poll(200).values():
+                got += recs
+        end = time.monotonic() + 1
+        while time.monotonic() < end:
+            for recs in consumer.poll(100).values():
+                got += recs
+        assert [r.value for r in got] == [b"a", b"b", b"c"]
+    finally:
+        consumer.close()
