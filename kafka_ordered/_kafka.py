@@ -12,7 +12,7 @@ import uuid
 import weakref
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from . import _credentials
@@ -119,6 +119,12 @@ class OffsetReader:
                     "group.id": f"kafka-ordered-offsets-{uuid.uuid4().hex[:8]}",
                     "enable.auto.commit": False,
                     "enable.partition.eof": True,
+                    # The true end, also past an open transaction (read_committed,
+                    # librdkafka's default, stops at the last stable offset and
+                    # reports it as the high watermark): a switch inside a
+                    # transaction reads the ends of partitions that hold the
+                    # transaction's own records.
+                    "isolation.level": "read_uncommitted",
                     # Reads start just below the end, so a record normally comes
                     # back at once; the wait matters only for empty reads.
                     "fetch.wait.max.ms": 20,
@@ -136,14 +142,32 @@ class OffsetReader:
         except KafkaException as e:
             raise translate(e, "connecting the offset reader") from e
 
-    def _list(self, want: List[TP], spec: Any, timeout: float, what: str) -> Dict[TP, int]:
+    def _list(self, want: List[TP], spec: Any, timeout: float, what: str,
+              isolation: Optional[IsolationLevel] = None) -> Dict[TP, int]:
         if self._admin is None:
             self._admin = new_admin(self._conn)
         try:
-            fs = self._admin.list_offsets({TopicPartition(t, p): spec for t, p in want}, request_timeout=timeout)
+            extra = {} if isolation is None else {"isolation_level": isolation}
+            fs = self._admin.list_offsets({TopicPartition(t, p): spec for t, p in want}, request_timeout=timeout,
+                                          **extra)
             return {(tp.topic, tp.partition): f.result().offset for tp, f in fs.items()}
         except KafkaException as e:
             raise translate(e, what, api="ListOffsets") from e
+
+    def open_transactions(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        """The partitions whose end a ``read_committed`` reader cannot reach
+        now (an open transaction holds their last stable offset back), with
+        that offset. Compares ListOffsets(latest) of both isolation levels, so
+        a broker that ignores the level reports nothing."""
+        want = sorted(set(tps))
+        if not want:
+            return {}
+        timeout = timeout or self.timeout
+        stable = self._list(want, OffsetSpec.latest(), timeout, "reading last stable offsets",
+                            IsolationLevel.READ_COMMITTED)
+        latest = self._list(want, OffsetSpec.latest(), timeout, "reading end offsets",
+                            IsolationLevel.READ_UNCOMMITTED)
+        return {tp: stable[tp] for tp in want if stable[tp] < latest[tp]}
 
     def end_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The log-end offset (high watermark) of each partition, at least as
