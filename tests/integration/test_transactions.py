@@ -197,3 +197,54 @@ def test_a_gate_waits_behind_an_open_transaction_on_its_source_and_describe_says
             consumer.close()
         if tx_open:
             tx.abort_transaction(30)
+
+
+def test_kafka_python_transactional_producer_across_switches_and_an_abort(
+    admin: LayoutAdmin, make_consumer: Callable[..., OrderedConsumer], bootstrap: str, layout_topic: str,
+    topic: str, unique: Callable[[str], str],
+) -> None:
+    """kafka-python's transactional producer (3.x): a switch between
+    transactions and one inside an open transaction, then an aborted
+    transaction; a read_committed ordered group gets the committed records
+    of every key in order (the aborted ones only on the embedded broker,
+    which returns them: there the test checks order only)."""
+    from kafka_ordered.kafka_python import OrderedKafkaProducer
+
+    admin.create_topic(topic, 2, physical_partitions=spare(8))
+    keys = [f"key-{i:03d}".encode() for i in range(50)]
+    producer = OrderedKafkaProducer(bootstrap_servers=bootstrap, transactional_id=unique("kp-tx"),
+                                    **{"ordered.layout.topic": layout_topic})
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for k in keys:
+            producer.send(topic, b"0:" + k, k)
+        producer.commit_transaction()
+        admin.expand(topic, 4)
+        _until_epoch(producer, topic, 2)  # type: ignore[arg-type]
+        producer.begin_transaction()
+        for k in keys:
+            producer.send(topic, b"1:" + k, k)
+        admin.expand(topic, 6)
+        _until_epoch(producer, topic, 3)  # type: ignore[arg-type]
+        for k in keys:
+            producer.send(topic, b"2:" + k, k)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        for k in keys:
+            producer.send(topic, b"3:" + k, k)
+        producer.flush()
+        producer.abort_transaction()
+        assert [(r.from_epoch, r.epoch) for r in producer.registrations][-2:] == [(1, 2), (2, 3)]
+    finally:
+        producer.close(5)
+
+    consumer = make_consumer(**{"isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(6)])
+    aborted_delivered = on_embedded_broker()
+    got = _drain(consumer, (4 if aborted_delivered else 3) * len(keys))
+    per_key: Dict[bytes, List[bytes]] = {}
+    for m in got:
+        per_key.setdefault(m.key(), []).append(m.value()[:1])
+    want = [b"0", b"1", b"2", b"3"] if aborted_delivered else [b"0", b"1", b"2"]
+    assert per_key == {k: want for k in keys}
