@@ -98,6 +98,10 @@ class OffsetsPort(Protocol):
     def start_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The log-start offset of each partition."""
 
+    def open_transactions(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        """The partitions whose last stable offset an open transaction holds
+        below the log end, with that offset."""
+
 
 class LayoutView(Protocol):
     """A process's view of the layout log (the shared follower).

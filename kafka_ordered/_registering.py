@@ -141,7 +141,7 @@ class RegisteringCore:
         self.transactional = False
         self.in_transaction = False
         #: ``ordered.tombstones`` (false only in tests: the control run).
-        self.tombstones = bool(opts.get("ordered.tombstones", True))
+        self.tombstones: bool = opts["ordered.tombstones"]
         #: Move tombstones still due, per compacted topic (see :mod:`kafka_ordered.tombstones`).
         self.moves: Dict[str, MoveTombstones] = {}
         self.follower.add_listener(self.refresh_states)
@@ -418,7 +418,13 @@ class RegisteringCore:
         self.in_transaction = True
 
     def end_transaction(self, committed: bool) -> None:
-        """The transaction ended: its stamped acknowledgements count when it committed."""
+        """The transaction ended: its stamped acknowledgements count when it
+        committed; when it aborted, so were its move tombstones, and each key
+        gets them again at its next write."""
+        if not committed:
+            with self.lock:
+                for moves in self.moves.values():
+                    moves.forget()
         with self._stamp_lock:
             if committed:
                 for topic in self.stamps.committed():

@@ -99,6 +99,11 @@ class MoveTombstones:
         """Keys remembered now."""
         return len(self._done)
 
+    def forget(self) -> None:
+        """Forget every key (their tombstones were aborted with a transaction:
+        the next write of each key sends them again)."""
+        self._done.clear()
+
     def due(self, key: bytes, partition: int) -> List[int]:
         """The partitions to tombstone ``key`` in, now that a record with it goes
         to ``partition`` (empty when already done or nothing moved)."""

@@ -248,3 +248,26 @@ def test_kafka_python_transactional_producer_across_switches_and_an_abort(
         per_key.setdefault(m.key(), []).append(m.value()[:1])
     want = [b"0", b"1", b"2", b"3"] if aborted_delivered else [b"0", b"1", b"2"]
     assert per_key == {k: want for k in keys}
+
+
+def test_a_read_committed_consumer_starting_at_latest_gets_an_open_transaction_once_it_commits(
+    admin: LayoutAdmin, make_consumer: Callable[..., OrderedConsumer], bootstrap: str, topic: str,
+    unique: Callable[[str], str],
+) -> None:
+    """"latest" is the last stable offset for read_committed readers (as for
+    the plain client): a transaction open when the consumer starts is
+    delivered once it commits, not skipped."""
+    if on_embedded_broker():
+        pytest.skip(NO_READ_COMMITTED)
+    admin.create_topic(topic, 1)
+    tx = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("tx")})
+    tx.init_transactions(30)
+    tx.begin_transaction()
+    tx.produce(topic, b"in-tx", b"k", partition=0)
+    tx.flush(10)
+    consumer = make_consumer(**{"isolation.level": "read_committed", "auto.offset.reset": "latest"})
+    consumer.assign([TopicPartition(topic, 0)])
+    assert [m for m in consumer.consume(10, 2.0) if m.error() is None] == []
+    tx.commit_transaction(30)
+    got = _drain(consumer, 1)
+    assert [m.value() for m in got] == [b"in-tx"]

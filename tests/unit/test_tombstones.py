@@ -66,3 +66,13 @@ def test_recognising_a_move_tombstone() -> None:
     assert not is_move_tombstone(b"v", [(HEADER, b"3")])  # not a tombstone
     assert not is_move_tombstone(None, [("other", b"3")])  # the application's own tombstone
     assert not is_move_tombstone(None, None)
+
+
+def test_after_an_abort_every_key_gets_its_tombstones_again() -> None:
+    a, b = _layouts(2, 4)
+    moves = MoveTombstones([a], b)
+    k = next(f"k{i}".encode() for i in range(1000) if a.partition_for(f"k{i}".encode()) != b.partition_for(f"k{i}".encode()))
+    first = moves.due(k, b.partition_for(k))
+    assert first and moves.due(k, b.partition_for(k)) == []
+    moves.forget()
+    assert moves.due(k, b.partition_for(k)) == first
