@@ -130,8 +130,8 @@ class LayoutLog:
             return
         try:
             brokers = len(self._admin.list_topics(timeout=self.timeout).brokers)
-            fs = self._admin.create_topics([NewTopic(topic, 1, max(1, min(3, brokers)), config=dict(_SNAPSHOTS_TOPIC_CONFIG))],
-                                           request_timeout=self.timeout)
+            new = NewTopic(topic, 1, max(1, min(3, brokers)), config=dict(_SNAPSHOTS_TOPIC_CONFIG))
+            fs = self._admin.create_topics([new], request_timeout=self.timeout)
             fs[topic].result()
         except KafkaException as e:
             err = e.args[0]

@@ -401,6 +401,7 @@ class OrderedKafkaConsumer:
         for tp, recs in raw.items():
             if recs and core.managed(tp.topic):
                 newest: Optional[int] = None
+                kept: Optional[List[Any]] = None
                 if any(r.headers for r in recs):
                     log_id = core.freshness.log_id
                     kept = []
@@ -413,10 +414,9 @@ class OrderedKafkaConsumer:
                                 continue  # consumed, never delivered (see kafka_ordered.tombstones)
                             r = r._replace(headers=strip(r.headers) or [])
                         kept.append(r)
-                    runs.append(Run((tp.topic, tp.partition), recs[0].offset, recs[-1].offset, len(recs), newest))
+                runs.append(Run((tp.topic, tp.partition), recs[0].offset, recs[-1].offset, len(recs), newest))
+                if kept is not None:  # (the run counts the hidden records: they are consumed)
                     recs = kept
-                else:
-                    runs.append(Run((tp.topic, tp.partition), recs[0].offset, recs[-1].offset, len(recs), newest))
             out[tp] = recs
         return out, runs
 
