@@ -146,13 +146,26 @@ class OffsetReader:
               isolation: Optional[IsolationLevel] = None) -> Dict[TP, int]:
         if self._admin is None:
             self._admin = new_admin(self._conn)
-        try:
-            extra = {} if isolation is None else {"isolation_level": isolation}
-            fs = self._admin.list_offsets({TopicPartition(t, p): spec for t, p in want}, request_timeout=timeout,
-                                          **extra)
-            return {(tp.topic, tp.partition): f.result().offset for tp, f in fs.items()}
-        except KafkaException as e:
-            raise translate(e, what, api="ListOffsets") from e
+        extra = {} if isolation is None else {"isolation_level": isolation}
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fs = self._admin.list_offsets({TopicPartition(t, p): spec for t, p in want},
+                                              request_timeout=timeout, **extra)
+                return {(tp.topic, tp.partition): f.result().offset for tp, f in fs.items()}
+            except KafkaException as e:
+                err = e.args[0] if e.args else None
+                if (not isinstance(err, KafkaError) or err.code() != KafkaError._NOENT
+                        or time.monotonic() >= deadline):
+                    raise translate(e, what, api="ListOffsets") from e
+                # "No leaders found": the admin's cached metadata of the topic
+                # predates new partitions (a real expansion); refresh it.
+                for topic in sorted({t for t, _ in want}):
+                    try:
+                        self._admin.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
+                    except KafkaException:
+                        pass
+                time.sleep(0.05)
 
     def open_transactions(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The partitions whose end a ``read_committed`` reader cannot reach
