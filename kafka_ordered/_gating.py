@@ -272,7 +272,12 @@ class GatingCore:
                 earliest.append(tp)
             elif where == "latest":
                 latest.append(tp)
-        starts = {**self.offsets.start_offsets(earliest), **self.offsets.end_offsets(latest)}
+        ends = self.offsets.end_offsets(latest)
+        if ends:
+            # "latest" as read_committed readers (librdkafka's default) see it: an
+            # open transaction's records, committed later, are not skipped.
+            ends.update(self.offsets.open_transactions(latest))
+        starts = {**self.offsets.start_offsets(earliest), **ends}
         for tp, off in starts.items():
             self.parts[tp].start_at(off)
             self.parts[tp].init_commit = True

@@ -12,8 +12,8 @@ import uuid
 import weakref
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from . import _credentials
 from .config import internal_config
@@ -65,6 +65,17 @@ def partition_count(admin: AdminClient, topic: str, timeout: float) -> int:
     return len(tm.partitions)
 
 
+def cleanup_policy(admin: AdminClient, topic: str, timeout: float) -> Optional[str]:
+    """``topic``'s ``cleanup.policy``, or ``None`` when the broker does not say."""
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    try:
+        cfg = admin.describe_configs([res], request_timeout=timeout)[res].result()
+    except KafkaException:
+        return None
+    entry = cfg.get("cleanup.policy")
+    return None if entry is None else entry.value
+
+
 def topic_exists(admin: AdminClient, topic: str, timeout: float) -> bool:
     try:
         partition_count(admin, topic, timeout)
@@ -108,6 +119,12 @@ class OffsetReader:
                     "group.id": f"kafka-ordered-offsets-{uuid.uuid4().hex[:8]}",
                     "enable.auto.commit": False,
                     "enable.partition.eof": True,
+                    # The true end, also past an open transaction (read_committed,
+                    # librdkafka's default, stops at the last stable offset and
+                    # reports it as the high watermark): a switch inside a
+                    # transaction reads the ends of partitions that hold the
+                    # transaction's own records.
+                    "isolation.level": "read_uncommitted",
                     # Reads start just below the end, so a record normally comes
                     # back at once; the wait matters only for empty reads.
                     "fetch.wait.max.ms": 20,
@@ -125,27 +142,45 @@ class OffsetReader:
         except KafkaException as e:
             raise translate(e, "connecting the offset reader") from e
 
-    def _list(self, want: List[TP], spec: Any, timeout: float, what: str) -> Dict[TP, int]:
+    def _list(self, want: List[TP], spec: Any, timeout: float, what: str,
+              isolation: Optional[IsolationLevel] = None) -> Dict[TP, int]:
         if self._admin is None:
             self._admin = new_admin(self._conn)
+        extra = {} if isolation is None else {"isolation_level": isolation}
         deadline = time.monotonic() + timeout
         while True:
             try:
                 fs = self._admin.list_offsets({TopicPartition(t, p): spec for t, p in want},
-                                              request_timeout=max(0.5, deadline - time.monotonic()))
+                                              request_timeout=timeout, **extra)
                 return {(tp.topic, tp.partition): f.result().offset for tp, f in fs.items()}
             except KafkaException as e:
-                err = translate(e, what, api="ListOffsets")
-                # Partitions an expansion just created are not in the client's
-                # cached metadata ("no leaders found"): refresh it and ask again.
-                if not isinstance(err, BrokerUnavailableError) or time.monotonic() >= deadline:
-                    raise err from e
-                for topic in {t for t, _ in want}:
+                err = e.args[0] if e.args else None
+                if (not isinstance(err, KafkaError) or err.code() != KafkaError._NOENT
+                        or time.monotonic() >= deadline):
+                    raise translate(e, what, api="ListOffsets") from e
+                # "No leaders found": the admin's cached metadata of the topic
+                # predates new partitions (a real expansion); refresh it.
+                for topic in sorted({t for t, _ in want}):
                     try:
-                        self._admin.list_topics(topic, timeout=max(0.1, min(2.0, deadline - time.monotonic())))
+                        self._admin.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
                     except KafkaException:
                         pass
-                time.sleep(0.1)
+                time.sleep(0.05)
+
+    def open_transactions(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        """The partitions whose end a ``read_committed`` reader cannot reach
+        now (an open transaction holds their last stable offset back), with
+        that offset. Compares ListOffsets(latest) of both isolation levels, so
+        a broker that ignores the level reports nothing."""
+        want = sorted(set(tps))
+        if not want:
+            return {}
+        timeout = timeout or self.timeout
+        stable = self._list(want, OffsetSpec.latest(), timeout, "reading last stable offsets",
+                            IsolationLevel.READ_COMMITTED)
+        latest = self._list(want, OffsetSpec.latest(), timeout, "reading end offsets",
+                            IsolationLevel.READ_UNCOMMITTED)
+        return {tp: stable[tp] for tp in want if stable[tp] < latest[tp]}
 
     def end_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The log-end offset (high watermark) of each partition, at least as

@@ -18,11 +18,12 @@ import socket
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ._kafka import OffsetReader, new_admin
+from ._kafka import OffsetReader, cleanup_policy, new_admin
 from .config import connection_identity
 from .errors import BrokerUnavailableError, ProtocolVersionError
 from .history import CorruptPolicy, LayoutHistory
 from .layout_log import IDLE_CLOSE_S, LayoutFollower, LayoutLog
+from .tombstones import compacting
 
 __all__ = ["Shared", "acquire", "active_count", "client_count", "unreachable"]
 
@@ -47,6 +48,7 @@ class Shared:
         self._writer: Optional[LayoutLog] = None
         self._offsets = offsets
         self._lock = threading.Lock()
+        self._compacted: Dict[str, bool] = {}
 
     @property
     def history(self) -> LayoutHistory:
@@ -66,6 +68,23 @@ class Shared:
                     raise
                 self._writer = w
             return self._writer
+
+    def compacted(self, topic: str, timeout: Optional[float] = None) -> bool:
+        """Whether ``topic``'s ``cleanup.policy`` includes ``compact``; asked
+        once per topic (a producer's first switch). When the broker does not
+        say, a WARNING, and no move tombstones for that topic."""
+        with self._lock:
+            known = self._compacted.get(topic)
+        if known is not None:
+            return known
+        policy = cleanup_policy(self.admin, topic, self.timeout if timeout is None else timeout)
+        if policy is None:
+            log.warning("cannot read cleanup.policy of %s: no move tombstones are written for it (if it is "
+                        "compacted, values of keys that moved survive compaction in the partitions they left)", topic)
+        result = compacting(policy)
+        with self._lock:
+            self._compacted[topic] = result
+        return result
 
     @property
     def offsets(self) -> OffsetReader:

@@ -96,6 +96,11 @@ class ProducerPort(Protocol):
         """The client refused a buffered record: report ``error`` for it alone
         (delivery callback or future), never to the records around it."""
 
+    def send_tombstone(self, topic: str, partition: int, key: bytes, headers: List[Tuple[str, bytes]]) -> None:
+        """Enqueue a tombstone (``key``, no value, ``headers``) for ``partition``,
+        in the transaction if one is open. A failure to deliver it is logged:
+        it costs a stale copy after compaction, never order."""
+
 
 class OffsetsPort(Protocol):
     """True log-end and log-start offsets of data partitions."""
@@ -105,6 +110,10 @@ class OffsetsPort(Protocol):
 
     def start_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The log-start offset of each partition."""
+
+    def open_transactions(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        """The partitions whose last stable offset an open transaction holds
+        below the log end, with that offset."""
 
 
 class LayoutView(Protocol):
@@ -161,3 +170,6 @@ class LogResources(Protocol):
 
     @property
     def writer(self) -> LayoutWriter: ...
+
+    def compacted(self, topic: str, timeout: Optional[float] = None) -> bool:
+        """Whether ``topic``'s ``cleanup.policy`` includes ``compact`` (asked once per topic)."""

@@ -30,7 +30,8 @@ from .history import Gate, LayoutHistory
 from .layout import Layout
 from .metrics import ProducerMetrics
 from .registration import Flush, GateSpec, ReadEnds, SwitchPlan, own_gates, plan_gates, switch_steps
-from .tokens import StampBook, encode, partitions_to_stamp
+from .tokens import HEADER as STAMP_HEADER, StampBook, encode, partitions_to_stamp
+from .tombstones import HEADER as MOVED_HEADER, MoveTombstones
 
 __all__ = ["RegisteringCore", "RegistrationRecord", "TopicState"]
 
@@ -131,6 +132,10 @@ class RegisteringCore:
         #: inside a transaction count only once it commits.
         self.transactional = False
         self.in_transaction = False
+        #: ``ordered.tombstones`` (false only in tests: the control run).
+        self.tombstones: bool = opts["ordered.tombstones"]
+        #: Move tombstones still due, per compacted topic (see :mod:`kafka_ordered.tombstones`).
+        self.moves: Dict[str, MoveTombstones] = {}
         self.follower.add_listener(self.refresh_states)
 
     @property
@@ -212,7 +217,7 @@ class RegisteringCore:
             if not self._needs_switch(topic, st):
                 # Also the records whose partition is in ``st.route.stamp``.
                 st.route.ready = True
-                return False, self.send_keyed(topic, st, st.route.fn(key), item)
+                return False, self.send_keyed(topic, st, key, item)
             st.busy = True
             close_route(st.route)
             st.buffer.append((key, item))
@@ -242,6 +247,7 @@ class RegisteringCore:
         deadline = began + self.switch_timeout
         try:
             target, record = self._register(topic, st, began, deadline)
+            compacted = self.tombstones and self.shared.compacted(topic, self._remaining(deadline))
         except BaseException as e:
             with self.lock:
                 st.busy = False
@@ -258,7 +264,10 @@ class RegisteringCore:
             raise
         self.registrations.append(record)
         with self.lock:
+            self._track_moves(topic, target, compacted)
             self._add_stamps(topic, st, record, first_switch=st.layout is None)
+            with self._stamp_lock:
+                self._publish_stamps(topic, st)
             st.layout, st.route.fn, st.partitions = target, target._fn, target.partitions
             try:
                 refused = self._drain(topic, st, own)
@@ -338,25 +347,63 @@ class RegisteringCore:
             self._publish_stamps(topic, st)
 
     def _publish_stamps(self, topic: str, st: TopicState) -> None:
-        """Make ``st.route.stamp`` the partitions still to stamp (stamp lock
-        held). The per-record path reads the set without a lock, so new
-        partitions are added before acknowledged ones are removed: a sender
-        never sees a partition that needs the stamp missing from it."""
+        """Make ``st.route.stamp`` the partitions still to stamp, or every
+        partition while move tombstones may be due (stamp lock held). The
+        per-record path reads the set without a lock, so new partitions are
+        added before acknowledged ones are removed: a sender never sees a
+        partition that needs the slow path missing from it."""
         pending = self.stamps.pending(topic)
+        moves = self.moves.get(topic)
+        if moves is not None:
+            pending = set(pending) | set(range(moves.partitions))
         stamp = st.route.stamp
         stamp |= pending
         stamp -= stamp - pending
 
-    def send_keyed(self, topic: str, st: TopicState, partition: int, item: Any) -> Any:
+    def send_keyed(self, topic: str, st: TopicState, key: bytes, item: Any) -> Any:
         """Send a keyed record under the current layout, stamped when the
-        partition still needs it."""
+        partition still needs it; then, on a compacted topic, the key's move
+        tombstones that are due (after the record: a key is never deleted
+        before its new value was sent)."""
+        partition = st.route.fn(key)
         if partition in st.route.stamp:
             with self._stamp_lock:
                 offset = self.stamps.stamp(topic, partition)
             if offset is not None:
                 stamp = Stamp(encode(self.follower.log_id, offset), self._acker(topic, st, partition, offset))
-                return self.port.send(topic, partition, item, stamp)
+                result = self.port.send(topic, partition, item, stamp)
+            else:
+                result = self.port.send(topic, partition, item)
+            moves = self.moves.get(topic)
+            if moves is not None:
+                due = moves.due(key, partition)
+                if due:
+                    self._send_tombstones(topic, key, due, moves)
+            return result
         return self.port.send(topic, partition, item)
+
+    def _track_moves(self, topic: str, target: Layout, compacted: bool) -> None:
+        """After a switch to ``target``: on a compacted topic whose earlier
+        layouts map some keys elsewhere, every keyed record takes the slow
+        path, which sends the key's move tombstones once."""
+        self.moves.pop(topic, None)
+        if not compacted:
+            return
+        earlier = [lay for lay in self.follower.history.layouts(topic) if lay.epoch < target.epoch]
+        moves = MoveTombstones(earlier, target)
+        if moves.active:
+            self.moves[topic] = moves
+
+    def _send_tombstones(self, topic: str, key: bytes, partitions: List[int], moves: MoveTombstones) -> None:
+        """The move tombstones of ``key``: marked (ordered consumers hide them)
+        and stamped with the layout's log offset (so that the consumers'
+        per-record paths hand them to the path that hides them)."""
+        changes = self.follower.history.changes(topic)
+        at = next((c.offset for c in reversed(changes) if c.layout.epoch == moves.epoch), changes[-1].offset)
+        headers = [(MOVED_HEADER, str(moves.epoch).encode("ascii")),
+                   (STAMP_HEADER, encode(self.follower.log_id, at))]
+        for q in partitions:
+            self.port.send_tombstone(topic, q, key, headers)
 
     def _acker(self, topic: str, st: TopicState, partition: int, offset: int) -> Callable[[], None]:
         def acked() -> None:
@@ -369,7 +416,13 @@ class RegisteringCore:
         self.in_transaction = True
 
     def end_transaction(self, committed: bool) -> None:
-        """The transaction ended: its stamped acknowledgements count when it committed."""
+        """The transaction ended: its stamped acknowledgements count when it
+        committed; when it aborted, so were its move tombstones, and each key
+        gets them again at its next write."""
+        if not committed:
+            with self.lock:
+                for moves in self.moves.values():
+                    moves.forget()
         with self._stamp_lock:
             if committed:
                 for topic in self.stamps.committed():
@@ -389,7 +442,7 @@ class RegisteringCore:
             key, item = buf[0]
             try:
                 if key is not None:
-                    self.send_keyed(topic, st, st.route.fn(key), item)
+                    self.send_keyed(topic, st, key, item)
                 else:
                     self.port.send(topic, random.randrange(st.partitions), item)
             except Exception as e:

@@ -124,6 +124,10 @@ OPTIONS: Dict[str, _Option] = {
     ),
     "ordered.gating": _Option(_bool, True, "false disables gating (for testing only: ordering is not guaranteed)",
                               "bool (true or false)"),
+    "ordered.tombstones": _Option(
+        _bool, True, "false: no move tombstones on compacted topics (for testing only: values of keys that moved "
+        "survive compaction in the partitions they left)", "bool (true or false)",
+    ),
     "ordered.metadata.timeout.ms": _Option(_pos_int, 10_000, "timeout of metadata, offset and layout-log requests "
                                            "(also how long a producer's first send waits for the layout log)",
                                            "int > 0 (ms)"),
@@ -195,6 +199,7 @@ PRODUCER_OPTIONS = (
     "ordered.producer.id",
     "ordered.transition.window.ms",
     "ordered.switch.timeout.ms",
+    "ordered.tombstones",
     "ordered.metadata.timeout.ms",
 )
 

@@ -54,6 +54,7 @@ from .layout import _as_bytes
 from .listener import PartitionKeyRebalanceListener
 from .metrics import ConsumerMetrics, ProducerMetrics
 from .tokens import Run, take_stamp, with_stamp
+from .tombstones import is_move_tombstone
 
 __all__ = ["OrderedProducer", "OrderedConsumer", "METADATA_REFRESH_MS"]
 
@@ -103,6 +104,12 @@ def _stamped_callback(cb: Optional[Callable[..., None]], acked: Callable[[], Non
     return delivered
 
 
+def _tombstone_delivered(err: Any, msg: Any) -> None:
+    if err is not None:
+        plog.warning("a move tombstone was not delivered (%s): the key's value in the partition it left "
+                     "survives compaction", err)
+
+
 class _ProducerPort:
     """:class:`~kafka_ordered._ports.ProducerPort` over a confluent ``Producer``."""
 
@@ -144,6 +151,14 @@ class _ProducerPort:
                     f"the producer's metadata shows {known} partition(s) of {topic} after {timeout:.1f} s; "
                     f"its layout needs {count}")
             time.sleep(0.05)
+
+    def send_tombstone(self, topic: str, partition: int, key: bytes, headers: List[Tuple[str, bytes]]) -> None:
+        while True:
+            try:
+                self.produce(topic, None, key, partition, _tombstone_delivered, headers=headers)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
 
     def failed(self, item: _Item, error: BaseException) -> None:
         cb = item[2]
@@ -771,7 +786,11 @@ class OrderedConsumer:
         records is cut at its gate (by bisection on offsets)."""
         core = self._core
         try:
-            core.ensure_fresh(self._runs(raw))
+            moved: List[Message] = []
+            core.ensure_fresh(self._runs(raw, moved))
+            if moved:  # consumed, never delivered (see kafka_ordered.tombstones)
+                hidden = set(map(id, moved))
+                raw = [m for m in raw if id(m) not in hidden]
             watched = core.watched()
             if not watched:
                 return raw
@@ -819,12 +838,13 @@ class OrderedConsumer:
                         mask[i] = 0
         return raw if mask is None else list(compress(raw, mask))
 
-    def _runs(self, raw: List[Message]) -> List[Run]:
+    def _runs(self, raw: List[Message], moved: List[Message]) -> List[Run]:
         """What ``raw`` holds per managed partition, for the causal-token rule
         (:func:`kafka_ordered.tokens.catch_up`); stamps are removed from the
         records on the way. Per record this costs one C-level pass over the
         headers and one over the partitions; records carrying headers, and
-        fetches that span several partitions, take the per-record loop."""
+        fetches that span several partitions, take the per-record loop, which
+        also puts move tombstones into ``moved``."""
         if not any(map(_headers, raw)):
             first, last = raw[0], raw[-1]
             parts = list(map(_partition, raw))
@@ -835,9 +855,9 @@ class OrderedConsumer:
                     if not self._core.managed(topic):  # type: ignore[arg-type]
                         return []
                     return [Run((topic, parts[0]), first.offset(), last.offset(), len(raw))]  # type: ignore[arg-type]
-        return self._runs_per_record(raw)
+        return self._runs_per_record(raw, moved)
 
-    def _runs_per_record(self, raw: List[Message]) -> List[Run]:
+    def _runs_per_record(self, raw: List[Message], moved: List[Message]) -> List[Run]:
         core = self._core
         log_id = core.freshness.log_id
         managed: Dict[str, bool] = {}
@@ -861,6 +881,8 @@ class OrderedConsumer:
                 continue
             tp = (topic, m.partition())
             off = m.offset()
+            if taken is not None and is_move_tombstone(m.value(), h):
+                moved.append(m)
             r = acc.get(tp)  # type: ignore[arg-type]
             if r is None:
                 acc[tp] = [off, off, 1, stamp]  # type: ignore[index]

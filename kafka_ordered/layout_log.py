@@ -66,6 +66,11 @@ SNAPSHOT_TAIL = 10_000
 _SNAPSHOTS_TRIED = 3
 
 _LOG_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+#: The snapshots topic may be compacted (unlike the log): every snapshot has
+#: the key ``snapshot`` and a reader wants only the newest, which compaction
+#: always keeps. Compaction keeps it small forever, where time retention
+#: could leave it empty (a reader then replays the log: slower, never wrong).
+_SNAPSHOTS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
 
 class LayoutLog:
@@ -112,7 +117,7 @@ class LayoutLog:
 
     def _ensure_snapshots(self) -> None:
         """Create the snapshots topic when missing (one partition, the log's
-        replication). Snapshots only speed up starts: a failure is a WARNING."""
+        replication, compacted). Snapshots only speed up starts: a failure is a WARNING."""
         topic = snapshot_topic(self.topic)
         try:
             partition_count(self._admin, topic, self.timeout)
@@ -124,7 +129,8 @@ class LayoutLog:
             return
         try:
             brokers = len(self._admin.list_topics(timeout=self.timeout).brokers)
-            fs = self._admin.create_topics([NewTopic(topic, 1, max(1, min(3, brokers)))], request_timeout=self.timeout)
+            new = NewTopic(topic, 1, max(1, min(3, brokers)), config=dict(_SNAPSHOTS_TOPIC_CONFIG))
+            fs = self._admin.create_topics([new], request_timeout=self.timeout)
             fs[topic].result()
         except KafkaException as e:
             err = e.args[0]

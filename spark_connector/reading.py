@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kafka_ordered.errors import KafkaOrderedError, StaleLayoutViewError
 from kafka_ordered.tokens import take_stamp
+from kafka_ordered.tombstones import is_move_tombstone
 
 from ._pool import IdlePool, PoolKey, pool_key
 
@@ -276,13 +277,16 @@ def _read(
             if off >= end:
                 done = True
                 break
+            h = m.headers()
+            if h and is_move_tombstone(m.value(), h):
+                pos = off + 1  # consumed, never a row (see kafka_ordered.tombstones)
+                continue
             keys.append(m.key())  # type: ignore[arg-type]  # bytes: no deserializer configured
             values.append(m.value())  # type: ignore[arg-type]
             offsets.append(off)
             tt, tv = m.timestamp()
             ts.append(tv)
             ts_types.append(tt)
-            h = m.headers()
             taken = take_stamp(h, rng.log_id) if h else None
             if taken is not None:
                 # The causal-token stamp never reaches the application.

@@ -745,6 +745,13 @@ class LayoutAdmin:
                                                   max(0, ends.get((t, p), 0) - com) if com >= 0 else None,
                                                   owners.get(p)))
         now_ms = time.time() * 1000
+        short = {(topic, q) for r in regs for g in r.gates for q, w in g.wait.items()
+                 if max(committed.get((topic, q), -1), starts.get((topic, q), 0)) < w}
+        try:
+            held_back = self._offsets.open_transactions(short) if short else {}
+        except KafkaOrderedError as e:
+            log.debug("last stable offsets of %s unknown: %s", topic, e)
+            held_back = {}
         gates = []
         for r in regs:
             for g in r.gates:
@@ -752,7 +759,9 @@ class LayoutAdmin:
                 for q, w in sorted(g.wait.items()):
                     com = committed.get((topic, q), -1)
                     done = max(com, starts.get((topic, q), 0))
-                    sources[q] = GateSourceState(q, w, com, done, max(0, w - done), owners.get(q))
+                    lso = held_back.get((topic, q))
+                    sources[q] = GateSourceState(q, w, com, done, max(0, w - done), owners.get(q),
+                                                 lso if lso is not None and done < w and lso < w else None)
                 waiting = {q: (s.wait, s.processed) for q, s in sources.items() if s.processed < s.wait}
                 held = 0 if not waiting else max(0, ends.get((topic, g.partition), 0) - g.start)
                 gates.append(GroupGateState(

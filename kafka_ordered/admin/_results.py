@@ -204,7 +204,11 @@ class GateSourceState:
     group's ``committed`` offset (``-1``: none), ``processed`` (the larger of
     committed and log start: what the gate compares), ``lag`` = records still
     to process before this wait is met (``max(0, wait - processed)``), and the
-    member that owns the source (``None``: none, or unknown)."""
+    member that owns the source (``None``: none, or unknown).
+    ``open_transaction``: when an open transaction holds the source's last
+    stable offset below ``wait``, that offset (a ``read_committed`` group
+    cannot process past it until the transaction ends: the gate waits for
+    it); else ``None``."""
 
     partition: int
     wait: int
@@ -212,11 +216,13 @@ class GateSourceState:
     processed: int
     lag: int
     owner: Optional[GroupMember] = None
+    open_transaction: Optional[int] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready description (without ``partition``, the key it is listed under)."""
         return {"wait": self.wait, "committed": self.committed, "processed": self.processed, "lag": self.lag,
-                "owner": self.owner.to_dict() if self.owner is not None else None}
+                "owner": self.owner.to_dict() if self.owner is not None else None,
+                "open_transaction": self.open_transaction}
 
 
 @dataclass(frozen=True)

@@ -363,6 +363,9 @@ def group_lines(data: Mapping[str, Any], group: str) -> List[str]:
             committed = src["committed"] if src["committed"] >= 0 else "none"
             lines.append(f"    waits for partition {q} >= {src['wait']}: committed {committed}, lag {src['lag']}, "
                          f"owner {_owner(src['owner'])}")
+            if src.get("open_transaction") is not None:
+                lines.append(f"      behind an open transaction: read_committed readers stop at offset "
+                             f"{src['open_transaction']} of partition {q} until it ends")
     return lines
 
 

@@ -26,6 +26,7 @@ from ..listener import PartitionKeyRebalanceListener
 from ..metrics import ConsumerMetrics
 from .._fastpath import admits_runs
 from ..tokens import Run, take_stamp
+from ..tombstones import is_move_tombstone
 from ._compat import call_listener, dotted, off_loop, resume_discarding_parked, subscription_positions
 
 __all__ = ["OrderedKafkaConsumer"]
@@ -367,9 +368,10 @@ class OrderedKafkaConsumer:
         """What each managed partition of a fetch holds, for the causal-token
         rule (kafka-python groups records by partition, in offset order), and
         the fetch with the ``kafka-ordered.reg`` stamp removed from every
-        record (the application never sees it). A stamp of this layout log on
-        a topic the view calls unmanaged proves the view stale: it is caught
-        up first (:meth:`GatingCore.managed_after_stamp`)."""
+        record (the application never sees it) and, on managed topics,
+        without move tombstones. A stamp of this layout log on a topic the
+        view calls unmanaged proves the view stale: it is caught up first
+        (:meth:`GatingCore.managed_after_stamp`)."""
         core = self._core
         out: Dict[TopicPartition, List[Any]] = {}
         runs: List[Run] = []
@@ -378,15 +380,18 @@ class OrderedKafkaConsumer:
                 out[tp] = recs
                 continue
             newest: Optional[int] = None
+            tombstones: List[int] = []  # indexes of move tombstones in recs
             if any(r.headers for r in recs):
                 log_id = core.freshness.log_id
                 kept = []
-                for r in recs:
+                for i, r in enumerate(recs):
                     taken = take_stamp(r.headers, log_id) if r.headers else None
                     if taken is not None:
                         got, left = taken
                         if got is not None and (newest is None or got > newest):
                             newest = got
+                        if is_move_tombstone(r.value, r.headers):
+                            tombstones.append(i)
                         r = r._replace(headers=left or [])
                     kept.append(r)
                 recs = kept
@@ -394,7 +399,11 @@ class OrderedKafkaConsumer:
             if not managed and newest is not None:
                 managed = core.managed_after_stamp(tp.topic, newest)
             if managed:
+                # The run counts the hidden tombstones: they are consumed, never delivered.
                 runs.append(Run((tp.topic, tp.partition), recs[0].offset, recs[-1].offset, len(recs), newest))
+                if tombstones:
+                    hidden = set(tombstones)
+                    recs = [r for i, r in enumerate(recs) if i not in hidden]
             out[tp] = recs
         return out, runs
 

@@ -130,6 +130,11 @@ class _ProducerPort:
             done.wait(min(left, 2.0))
             time.sleep(0.05)
 
+    def send_tombstone(self, topic: str, partition: int, key: bytes, headers: List[Tuple[str, bytes]]) -> None:
+        fut = self.producer.send(topic, value=None, key=key, headers=headers, partition=partition)
+        fut.add_errback(lambda e: log.warning("a move tombstone was not delivered (%s): the key's value in the "
+                                              "partition it left survives compaction", e))
+
     def failed(self, item: _Pending, error: BaseException) -> None:
         with self.lock:
             item.error = error
@@ -307,9 +312,6 @@ class OrderedKafkaProducer:
             self._background = [b for b in self._background if b.is_alive()] + [t]
             t.start()
             return
-        target = self._core.history.current(topic)
-        if target is not None:
-            self._ensure_partitions(topic, target.partitions)
         self._core.switch(topic, st, own)
 
     def _background_switch(self, topic: str, st: TopicState) -> None:

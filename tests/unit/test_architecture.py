@@ -37,6 +37,7 @@ PURE = [
     "_registering",
     "_hashing",
     "tokens",
+    "tombstones",
     "snapshots",
     "_freshness",
     "_fastpath",

@@ -52,6 +52,7 @@ PUBLIC_MODULES = (
     "kafka_ordered.testing.demo",
     "kafka_ordered.testing.simulation",
     "kafka_ordered.tokens",
+    "kafka_ordered.tombstones",
     "spark_connector",
     "spark_connector.options",
     "spark_connector.planning",
