@@ -553,12 +553,13 @@ class OrderedConsumer:
             conf.pop(key, None)
         conf["enable.auto.commit"] = False
         conf["enable.auto.offset.store"] = False
-        # Managed topics gain partitions under a running group: librdkafka's
-        # group takes them on at its next metadata refresh (5 min by default).
-        conf.setdefault("topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS)
         conf = client_config(conf, "consumer")
         self._cooperative = "cooperative" in str(conf.get("partition.assignment.strategy", ""))
-        consumer = _new_client(Consumer, conf, "OrderedConsumer")
+        # Managed topics gain partitions under a running group: librdkafka's
+        # group takes them on at its next metadata refresh (5 min by default).
+        # (The internal clients keep the application's settings: shared per connection.)
+        consumer = _new_client(Consumer, {"topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS, **conf},
+                               "OrderedConsumer")
         try:
             shared = _shared(opts, conf)
         except BaseException:

@@ -260,6 +260,7 @@ class LayoutAdmin:
                 _cluster.create_topic(self._admin, topic, plan.assignment, config=config, timeout=self.timeout)
             except TopicAlreadyManagedError as e:
                 raise TopicAlreadyManagedError(exists, code=e.code) from e
+            self._wait_partitions(topic, layout.physical_partitions)
         else:
             # One live broker: it places every replica there, as planned (and Tansu ignores explicit
             # assignments). Under-replicated creation asks for the replicas that can exist.
@@ -776,13 +777,18 @@ class LayoutAdmin:
     # -- physical partitions
 
     def _wait_partitions(self, topic: str, count: int) -> None:
+        """Wait until Metadata shows ``count`` partitions of ``topic``, in
+        three answers in a row: on a multi-broker cluster each broker learns
+        a new topic on its own, and the next one asked may not know it yet."""
         deadline = time.monotonic() + self.timeout
+        seen = 0
         while time.monotonic() < deadline:
             try:
-                if partition_count(self._admin, topic, self.timeout) >= count:
-                    return
+                seen = seen + 1 if partition_count(self._admin, topic, self.timeout) >= count else 0
             except UnknownTopicError:
-                pass
+                seen = 0
+            if seen >= 3:
+                return
             time.sleep(0.05)
         raise KafkaOrderedError(f"topic {topic} did not show {count} partitions in metadata within the timeout")
 
