@@ -60,6 +60,7 @@ from typing import AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Se
 
 from . import _hashing
 from .tokens import HEADER as _STAMP_HEADER
+from .tombstones import HEADER as _MOVED_HEADER
 
 __all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route", "method",
            "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "fast_fetch", "fast_fetch_py"]
@@ -282,13 +283,16 @@ def admits_runs(calm: Any, fetched: Mapping[Any, List[Any]]) -> bool:
 
 def _included_stamps(calm: Any, headers: Any) -> int:
     """0: no ``kafka-ordered.reg`` header; 1: only stamps of this consumer's
-    log that its view includes; 2: another stamp or an unknown shape."""
+    log that its view includes; 2: another stamp, a move tombstone's header,
+    or an unknown shape."""
     if headers.__class__ is not list:
         return 2
     found = 0
     prefix = calm.stamp_prefix
     for t in headers:
         if t.__class__ is not tuple or not t or t[0].__class__ is not str:
+            return 2
+        if t[0] == _MOVED_HEADER:  # a move tombstone: only the full path hides it
             return 2
         if t[0] != _STAMP_HEADER:
             continue

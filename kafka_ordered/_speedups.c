@@ -1246,6 +1246,10 @@ included_stamps(Calm *calm, PyObject *h)
         name = PyTuple_GET_ITEM(t, 0);
         if (!PyUnicode_Check(name))
             return 2;
+        /* A move tombstone (kafka_ordered.tombstones) is consumed, never
+         * delivered: only the full path hides it. */
+        if (PyUnicode_CompareWithASCIIString(name, "kafka-ordered.moved") == 0)
+            return 2;
         if (PyUnicode_Compare(name, S_STAMP_HEADER) != 0)
             continue;
         if (PyTuple_GET_SIZE(t) != 2 || !PyBytes_Check(calm->stamp_prefix))

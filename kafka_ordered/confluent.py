@@ -554,7 +554,9 @@ class OrderedConsumer:
         conf["enable.auto.commit"] = False
         conf["enable.auto.offset.store"] = False
         conf = client_config(conf, "consumer")
-        self._cooperative = "cooperative" in str(conf.get("partition.assignment.strategy", ""))
+        # KIP-848's consumer protocol is incremental too: a full assign() there fails (_STATE).
+        self._cooperative = ("cooperative" in str(conf.get("partition.assignment.strategy", ""))
+                             or str(conf.get("group.protocol", "classic")).lower() == "consumer")
         # Managed topics gain partitions under a running group: librdkafka's
         # group takes them on at its next metadata refresh (5 min by default).
         # (The internal clients keep the application's settings: shared per connection.)

@@ -609,6 +609,11 @@ def test_calm_expected_offsets_are_the_freshness_dict(impl: str) -> None:
     ("a log whose id extends ours", [("kafka-ordered.reg", b"log:x:1")], False, None),
     ("malformed", [("kafka-ordered.reg", b"log:")], False, None),
     ("not bytes", [("kafka-ordered.reg", "log:1")], False, None),
+    # A move tombstone (kafka_ordered.tombstones) is hidden by the full path only.
+    ("a move tombstone's included stamp", [("kafka-ordered.reg", b"log:6"), ("kafka-ordered.moved", b"")],
+     False, None),
+    ("a move tombstone, header first", [("kafka-ordered.moved", b""), ("kafka-ordered.reg", b"log:6")],
+     False, None),
 ])
 @pytest.mark.parametrize("topic", ["t", "u"])
 def test_a_stamp_the_view_includes_is_only_removed_on_the_calm_path(
