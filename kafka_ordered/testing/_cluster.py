@@ -206,7 +206,7 @@ class KafkaCluster:
         racks: Optional[Sequence[Optional[str]]] = None,
         *,
         host: str = "127.0.0.1",
-        heap_mb: int = 384,
+        heap_mb: int = 768,
         overrides: Optional[Mapping[str, object]] = None,
         sasl_users: Optional[Sequence[SaslUser]] = None,
         data_dir: Optional[str] = None,

@@ -49,7 +49,7 @@ def _managed_from(cluster: KafkaCluster, topic: str, assignment: Dict[int, List[
 
 @pytest.fixture(scope="module")
 def kip36_cluster() -> Iterator[KafkaCluster]:
-    with KafkaCluster(nodes=6, racks=KIP36_RACKS, heap_mb=320) as cluster:
+    with KafkaCluster(nodes=6, racks=KIP36_RACKS, heap_mb=512) as cluster:
         yield cluster
 
 
