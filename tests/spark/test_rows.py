@@ -3,6 +3,7 @@ confluent-kafka read of the same records (streaming and batch)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any, Callable, Dict, List, Tuple
 
@@ -112,11 +113,13 @@ def test_headers_and_batch_read(spark: Any, bootstrap: str, data_topic: str, lay
                   .options(**pattern_options, subscribePattern=data_topic[:-3] + "...").load())
     assert by_pattern.count() == len(expected)
 
-    # startingOffsets/endingOffsets JSON (-2 = earliest) select exact ranges.
+    # startingOffsets/endingOffsets JSON (-2 = earliest) select exact ranges
+    # (every physical partition named: a spare one too on the embedded broker).
+    ends = {"0": 20, "1": 5, **{str(p): 0 for p in range(2, spare(PARTITIONS + 1) or PARTITIONS)}}
     ranged = (spark.read.format("kafka_ordered")
               .options(**_options(bootstrap, data_topic, layout_topic,
                                   startingOffsets=f'{{"{data_topic}":{{"0":10,"1":-2}}}}',
-                                  endingOffsets=f'{{"{data_topic}":{{"0":20,"1":5,"2":0,"3":0}}}}')).load())
+                                  endingOffsets=json.dumps({data_topic: ends}))).load())
     offsets = sorted((r["partition"], r["offset"]) for r in ranged.select("partition", "offset").collect())
     assert offsets == [(0, o) for o in range(10, 20)] + [(1, o) for o in range(5)]
 
