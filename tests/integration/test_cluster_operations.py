@@ -63,7 +63,9 @@ def test_kip36_rack_aware_expansion_continues_the_worked_example_on_the_brokers(
         assert plan.placement is not None and plan.placement.rack_aware
         res = admin.expand_with_report("kip36", 12)
         assert res.layout.physical_partitions == 12
-        got = _cluster.topic_assignment({"bootstrap.servers": kip36_cluster.bootstrap_servers}, "kip36")
+        conf = {"bootstrap.servers": kip36_cluster.bootstrap_servers}
+        _wait(lambda: len(_cluster.topic_assignment(conf, "kip36")) == 12, 30, "the new partitions never showed")
+        got = _cluster.topic_assignment(conf, "kip36")
     assert {p: got[p] for p in range(6, 12)} == {p: _ids(KIP36_TABLE[p]) for p in range(6, 12)}
     racks = {kip36_cluster.node_id(i): KIP36_RACKS[i] for i in range(6)}
     assert all(len({racks[b] for b in got[p]}) == 3 for p in got)  # every partition in all three racks
@@ -75,9 +77,12 @@ def test_kip36_uneven_racks_example_on_the_brokers() -> None:
     broker whose rack is taken."""
     with KafkaCluster(nodes=3, racks=UNEVEN_RACKS) as cluster:
         admin = _managed_from(cluster, "uneven", {0: [0, 1]})
+        conf = {"bootstrap.servers": cluster.bootstrap_servers}
         with admin:
             admin.expand("uneven", 3)
-            got = _cluster.topic_assignment({"bootstrap.servers": cluster.bootstrap_servers}, "uneven")
+            # Each broker learns the new partitions on its own: ask until the answer has them.
+            _wait(lambda: len(_cluster.topic_assignment(conf, "uneven")) == 3, 30, "the new partitions never showed")
+            got = _cluster.topic_assignment(conf, "uneven")
     assert got == {0: _ids([0, 1]), 1: _ids([1, 0]), 2: _ids([2, 0])}
 
 
@@ -96,7 +101,18 @@ def _stop_last(cluster: KafkaCluster, client_config: Dict[str, Any]) -> tuple:
     cluster.stop(away)
     _wait(lambda: away_id not in AdminClient(client_config).list_topics(timeout=10).brokers, 60,
           "the stopped broker stayed in the metadata")
+    _wait(lambda: _cluster_answers(client_config), 60, "the cluster did not answer DescribeCluster")
     return away, away_id
+
+
+def _cluster_answers(client_config: Dict[str, Any]) -> bool:
+    """Whether DescribeCluster answers (it waits for a controller, which a
+    stopped node may have been)."""
+    try:
+        _cluster.read_cluster(client_config)
+        return True
+    except Exception:
+        return False
 
 
 def test_degraded_creation_then_heal_when_the_broker_returns(
