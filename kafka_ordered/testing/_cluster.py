@@ -440,7 +440,7 @@ class KafkaCluster:
         self.cluster_id = _random_cluster_id()
         for n in self._nodes:
             p = subprocess.run(
-                self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                self._java("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
                            "-c", str(n.dir / "server.properties"), "--ignore-formatted"),
                 capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
             )
