@@ -84,6 +84,16 @@ class _Pending:
         self.error: Optional[BaseException] = None
 
 
+def _refresh_metadata(metadata: Any, sender: Any, wait_s: float) -> None:
+    """Ask kafka-python's sender thread for a Metadata update and wait for it
+    (at most ``wait_s`` seconds)."""
+    done = threading.Event()
+    metadata.request_update().add_both(lambda *_: done.set())
+    if sender is not None and hasattr(sender, "wakeup"):
+        sender.wakeup()
+    done.wait(wait_s)
+
+
 class _ProducerPort:
     """:class:`~kafka_ordered._ports.ProducerPort` over a ``KafkaProducer``."""
 
@@ -123,11 +133,8 @@ class _ProducerPort:
                 raise BrokerUnavailableError(
                     f"the producer's metadata shows {known} partition(s) of {topic} after {timeout:.1f} s; "
                     f"its layout needs {count}")
-            done = threading.Event()
             self.producer._sender.add_topic(topic)
-            metadata.request_update().add_both(lambda *_: done.set())
-            self.producer._sender.wakeup()
-            done.wait(min(left, 2.0))
+            _refresh_metadata(metadata, self.producer._sender, min(left, 2.0))
             time.sleep(0.05)
 
     def send_tombstone(self, topic: str, partition: int, key: bytes, headers: List[Tuple[str, bytes]]) -> None:
@@ -296,12 +303,7 @@ class OrderedKafkaProducer:
             known = md.partitions_for_topic(topic)
             if (known is not None and len(known) >= needed) or time.monotonic() > deadline:
                 return
-            done = threading.Event()
-            md.request_update().add_both(lambda *_: done.set())
-            sender = self._sender_thread
-            if sender is not None and hasattr(sender, "wakeup"):
-                sender.wakeup()
-            done.wait(min(1.0, max(0.0, deadline - time.monotonic())))
+            _refresh_metadata(md, self._sender_thread, min(1.0, max(0.0, deadline - time.monotonic())))
 
     def _switch(self, topic: str, st: TopicState, own: Any) -> None:
         if self._on_sender_thread():
