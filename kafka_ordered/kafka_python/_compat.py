@@ -4,10 +4,12 @@ and the few client internals the gating port reads (kafka-python 3.x)."""
 from __future__ import annotations
 
 import inspect
+import logging
 import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from kafka import KafkaConsumer
+from kafka.coordinator.base import MemberState
 from kafka.future import Future
 from kafka.serializer import Serializer
 from kafka.structs import OffsetAndMetadata, TopicPartition
@@ -15,7 +17,9 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 from ..errors import ConfigError
 
 __all__ = ["dotted", "serializer", "resume_discarding_parked", "subscription_positions", "call_listener",
-           "off_loop"]
+           "off_loop", "collect_finished_join"]
+
+log = logging.getLogger("kafka_ordered.consumer")
 
 
 def dotted(configs: Mapping[str, Any]) -> Dict[str, Any]:
@@ -76,6 +80,41 @@ def subscription_positions(consumer: KafkaConsumer, tps: List[TopicPartition]) -
         if pos is not None:
             out[tp] = pos.offset if isinstance(pos, OffsetAndMetadata) else int(pos)
     return out
+
+
+def collect_finished_join(consumer: KafkaConsumer) -> bool:
+    """Take on a group join round that completed between two polls; True if there was one.
+
+    kafka-python 3.0.12 drives JoinGroup/SyncGroup as a task that goes on
+    while no poll waits on it, but a later poll starts a new round instead of
+    collecting a finished one, and collects nothing when ``need_rejoin()`` has
+    turned false meanwhile: after a metadata change (partitions added) the
+    leader's own assignment makes its snapshots equal again, and the member
+    keeps its old assignment (none at all after a first join without
+    metadata) while the broker counts it in the group; short polls start
+    round after round (dpkp/kafka-python#2855). This finishes a successful
+    round as kafka-python's ``join_group_async`` does, and has a failed one
+    retried. Call it from the thread that polls, between polls; it does
+    nothing when the client's internals are not the expected ones.
+    """
+    co = getattr(consumer, "_coordinator", None)
+    task = getattr(co, "_join_task", None)
+    if task is None or not getattr(task, "is_done", False):
+        return False
+    if not task.succeeded():
+        if not co.need_rejoin():
+            co.request_rejoin()
+        return False
+    gen = co._generation
+    log.debug("group %s: taking on join round %s that completed between polls", co.group_id, gen.generation_id)
+    co._join_task = None
+    with co._lock:
+        co.rejoining = False
+        co.rejoin_needed = False
+        co.state = MemberState.STABLE
+        co._enable_heartbeat()
+    consumer._net.run(co._on_join_complete_async, gen.generation_id, gen.member_id, gen.protocol, task.value)
+    return True
 
 
 async def call_listener(listener: Any, method: str, arg: Any) -> None:

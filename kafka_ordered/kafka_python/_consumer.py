@@ -27,7 +27,8 @@ from ..metrics import ConsumerMetrics
 from .._fastpath import admits_runs
 from ..tokens import Run, take_stamp
 from ..tombstones import is_move_tombstone
-from ._compat import call_listener, dotted, off_loop, resume_discarding_parked, subscription_positions
+from ._compat import (call_listener, collect_finished_join, dotted, off_loop, resume_discarding_parked,
+                      subscription_positions)
 
 __all__ = ["OrderedKafkaConsumer"]
 
@@ -291,6 +292,7 @@ class OrderedKafkaConsumer:
             raise ValueError("Timeout must not be negative")
         core = self._core
         calm = core.calm
+        collect_finished_join(self._consumer)
         if calm.quiet:
             # Nothing to gate: the client's own poll, its records untouched
             # until the calm's deadline (see kafka_ordered._fastpath.fast_fetch).
@@ -312,14 +314,14 @@ class OrderedKafkaConsumer:
             chunk = left if not core.owned or self._rebalancing() else core.poll_chunk(left)
             raw = self._consumer.poll(timeout_ms=min(int((chunk or 0.0) * 1000), _MAX_TIMEOUT_MS),
                                       max_records=max_records, update_offsets=update_offsets)
+            collect_finished_join(self._consumer)
             if raw:
                 out = self._take(raw, out)
             if out or time.monotonic() >= deadline:
                 core.settle()
                 return out
             # An empty maintain also keeps the gaps between the client's polls
-            # short while it joins: kafka-python 3.0.12 throws away a
-            # JoinGroup/SyncGroup round that completes while no poll waits on it.
+            # short while it joins (see collect_finished_join).
             core.maintain()
 
     def _rebalancing(self) -> bool:

@@ -57,9 +57,15 @@ def test_reads_brokers_racks_and_replica_counts(client_config: Dict[str, Any], u
     topic = unique("placed")
     plan = plan_partitions(state.racks, TANSU_PARTITIONS, 1, topic=topic, start_index=0)
     _cluster.apply_plan(admin, plan)
-    after = _cluster.replica_counts(admin)
-    for b, n in plan.replicas_per_broker().items():
-        assert after[b] >= state.replica_counts.get(b, 0) + n
+    wanted = {b: state.replica_counts.get(b, 0) + n for b, n in plan.replicas_per_broker().items()}
+    # Each broker answers Metadata from its own cache, which learns the new topic a moment later.
+    deadline = time.monotonic() + 15
+    while True:
+        after = _cluster.replica_counts(admin)
+        if all(after.get(b, 0) >= n for b, n in wanted.items()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert all(after.get(b, 0) >= n for b, n in wanted.items()), (after, wanted)
 
 
 def test_create_topic_with_planned_assignment(client_config: Dict[str, Any], unique: Callable[[str], str]) -> None:

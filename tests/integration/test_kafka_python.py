@@ -527,3 +527,46 @@ def test_an_ssl_context_is_an_error_unless_the_internal_clients_get_librdkafka_s
     for client in (p, c):
         assert client._shared._conn["socket.keepalive.enable"] is True
         assert client._shared._conn["bootstrap.servers"] == bootstrap
+
+
+def _poll_until_assigned(consumers: Dict[Any, TopicPartition], timeout: float) -> None:
+    """Poll each consumer without waiting (its IO thread runs a join between
+    the polls) until it holds its partition, or until the deadline."""
+    deadline = time.monotonic() + timeout
+    waiting = dict(consumers)
+    while waiting and time.monotonic() < deadline:
+        for consumer, tp in list(waiting.items()):
+            consumer.poll(timeout_ms=0)
+            if tp in consumer.assignment():
+                del waiting[consumer]
+        time.sleep(0.02)
+
+
+def test_rejoin_after_partitions_are_added_completes_between_polls(
+        cluster_or_skip: Any, bootstrap: str, layout_admin: LayoutAdmin, topic: str, unique: Callable[[str], str],
+        make_consumer: Callable[..., OrderedKafkaConsumer], closing: Callable[[Any], Any],
+        group_settings_kafka_python: Dict[str, Any]) -> None:
+    """kafka-python 3.0.12 strands a JoinGroup/SyncGroup round that a metadata
+    change started and that completes while no poll waits on it: the leader's
+    assignment makes its snapshots equal again, so no later poll collects the
+    round and the member never takes the new assignment (dpkp/kafka-python
+    #2855). A plain consumer shows it; the wrapper collects the round."""
+    from confluent_kafka.admin import NewPartitions
+    from kafka import KafkaConsumer
+
+    layout_admin.create_topic(topic, 2)
+    plain_topic = unique("plain")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(plain_topic, 2)])[plain_topic].result(30)
+    plain = closing(KafkaConsumer(plain_topic, bootstrap_servers=bootstrap, group_id=unique("group"),
+                                  metadata_max_age_ms=1000, **group_settings_kafka_python))
+    member = make_consumer(topic, metadata_max_age_ms=1000)
+    _poll_until_assigned({plain: TopicPartition(plain_topic, 1), member: TopicPartition(topic, 1)}, 15)
+    assert member.assignment() == {TopicPartition(topic, p) for p in (0, 1)}
+
+    admin.create_partitions([NewPartitions(plain_topic, 3)])[plain_topic].result(30)
+    layout_admin.expand(topic, 3)
+    _poll_until_assigned({plain: TopicPartition(plain_topic, 2), member: TopicPartition(topic, 2)}, 15)
+    assert member.assignment() == {TopicPartition(topic, p) for p in (0, 1, 2)}, "the wrapper never took partition 2"
+    assert plain.assignment() != {TopicPartition(plain_topic, p) for p in (0, 1, 2)}, (
+        "kafka-python collected the round itself: collect_finished_join may no longer be needed")
