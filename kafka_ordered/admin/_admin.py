@@ -682,8 +682,10 @@ class LayoutAdmin:
         return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else -1) for tp in res.topic_partitions}
 
     def describe(self, topic: str, group: Optional[str] = None) -> TopicDescription:
-        """The topic's layout, history, draining/spare partitions, lineage and
-        registrations.
+        """The topic's layout, history, draining/spare partitions, lineage,
+        registrations, and each physical partition's replicas and in-sync
+        replicas (``degraded`` names the partitions lacking replicas, as after
+        a degraded creation, or with replicas out of sync).
 
         With ``group``: every gate's state for that group (open, closed or
         holding records, closed since when in wall-clock time, and per source
@@ -706,11 +708,13 @@ class LayoutAdmin:
         if group is not None:
             membership, partitions, gates = self._group_view(topic, group, cur, physical, regs)
         problems = tuple(h.problems)
+        rf, replication = self._replicas.replication(topic)
         return TopicDescription(
             topic=topic, layout=cur, history=tuple(h.changes(topic)), physical_partitions=physical,
             draining=cur.draining, spares=frozenset(range(cur.partitions, physical)) - cur.draining,
             lineage={p: cur.parent(p) for p in range(physical)}, registrations=regs, problems=problems,
             group=group, gates=gates, membership=membership, partitions=partitions,
+            replication_factor=rf, replication=replication,
         )
 
     def _membership(self, topic: str, group: str) -> GroupMembership:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from confluent_kafka.admin import AdminClient
 
@@ -27,7 +27,7 @@ from ..placement import (
     remaining_capacity,
 )
 from . import _cluster
-from ._results import ClusterState, ElectionResult, HealResult
+from ._results import ClusterState, ElectionResult, HealResult, PartitionReplication
 
 __all__ = ["ReplicaPlacement"]
 
@@ -67,6 +67,18 @@ class ReplicaPlacement:
     def topic_assignment(self, topic: str) -> Dict[int, List[int]]:
         """Partition -> replicas of ``topic``; ``UnknownTopicError`` if absent."""
         return _cluster.topic_assignment(self._admin, topic, timeout=self.timeout)
+
+    def replication(self, topic: str) -> Tuple[int, Tuple[PartitionReplication, ...]]:
+        """``topic``'s replication factor (the one asked for when it was
+        created or expanded under-replicated through this admin, else its
+        largest replica count) and each partition's replicas, in-sync
+        replicas and missing count, from Metadata. Raises
+        ``UnknownTopicError`` when the topic does not exist."""
+        reps = _cluster.in_sync_replicas(self._admin, topic, timeout=self.timeout)
+        rf = max([self._intended_rf.get(topic, 0)] + [len(r) for r, _ in reps.values()])
+        return rf, tuple(
+            PartitionReplication(p, tuple(r), tuple(sorted(isr)), max(0, rf - len(r))) for p, (r, isr) in sorted(reps.items())
+        )
 
     @staticmethod
     def explicit(state: ClusterState) -> bool:

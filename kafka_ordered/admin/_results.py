@@ -252,6 +252,29 @@ class GroupGateState:
 
 
 @dataclass(frozen=True)
+class PartitionReplication:
+    """One physical partition's replicas as the brokers report them (Metadata):
+    the replica list (preferred leader first), the in-sync replicas, and how
+    many replicas it lacks against the topic's replication factor (after a
+    degraded creation, until :meth:`LayoutAdmin.heal`)."""
+
+    partition: int
+    replicas: Tuple[int, ...]
+    isr: Tuple[int, ...]
+    missing: int = 0
+
+    @property
+    def degraded(self) -> bool:
+        """Fewer replicas than the replication factor, or some not in sync."""
+        return self.missing > 0 or len(self.isr) < len(self.replicas)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready description."""
+        return {"partition": self.partition, "replicas": list(self.replicas), "isr": list(self.isr),
+                "missing": self.missing, "degraded": self.degraded}
+
+
+@dataclass(frozen=True)
 class TopicDescription:
     """Everything the layout log knows about one managed topic."""
 
@@ -268,6 +291,13 @@ class TopicDescription:
     gates: Tuple[GroupGateState, ...] = ()
     membership: Optional[GroupMembership] = None
     partitions: Tuple[GroupPartitionState, ...] = ()
+    replication_factor: Optional[int] = None
+    replication: Tuple[PartitionReplication, ...] = ()
+
+    @property
+    def degraded(self) -> FrozenSet[int]:
+        """Physical partitions with missing or out-of-sync replicas (empty: fully replicated)."""
+        return frozenset(r.partition for r in self.replication if r.degraded)
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready description (string keys). The same keys with or
@@ -294,6 +324,9 @@ class TopicDescription:
                 for r in self.registrations
             ],
             "problems": [{"offset": p.offset, "reason": p.reason} for p in self.problems],
+            "replication_factor": self.replication_factor,
+            "replication": [r.to_dict() for r in self.replication],
+            "degraded": sorted(self.degraded),
         }
         d["group"] = self.group
         d["membership"] = None

@@ -276,6 +276,7 @@ def description_text(data: Mapping[str, Any], group: Optional[str]) -> str:
     for r in data["registrations"][-10:]:
         gates = "; ".join(gate_text(int(p), g["start"], g["wait"]) for p, g in r["gates"].items()) or "no gates"
         lines.append(f"  {r['producer']} epoch {r['from_epoch']}->{r['epoch']}: {gates}")
+    lines += replication_lines(data)
     if data["problems"]:
         lines.append("layout log problems:")
         lines += [f"  offset {p['offset']}: {p['reason']}" for p in data["problems"]]
@@ -283,6 +284,22 @@ def description_text(data: Mapping[str, Any], group: Optional[str]) -> str:
     if group:
         lines += group_lines(data, group)
     return "\n".join(lines)
+
+
+def replication_lines(data: Mapping[str, Any]) -> List[str]:
+    """The replication part of ``describe``: the factor, and the partitions
+    lacking replicas or with replicas out of sync (a degraded topic)."""
+    reps = data.get("replication") or []
+    if not reps:
+        return []
+    bad = [r for r in reps if r["degraded"]]
+    if not bad:
+        return [f"replication: factor {data['replication_factor']}, every replica in sync"]
+    lines = [f"replication: factor {data['replication_factor']}, DEGRADED on {len(bad)} of {len(reps)} partitions "
+             "(kafka-ordered heal adds missing replicas):"]
+    for r in bad:
+        lines.append(f"  p{r['partition']}: replicas {r['replicas']}, in sync {r['isr']}, missing {r['missing']}")
+    return lines
 
 
 def autoscaler_lines(status: Optional[Mapping[str, Any]]) -> List[str]:

@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from kafka_ordered import LayoutAdmin
 from kafka_ordered.admin import _cluster
+from kafka_ordered.cli._render import description_text
 from kafka_ordered.errors import PlacementError
 from kafka_ordered.testing import KafkaCluster
 
@@ -130,6 +131,11 @@ def test_degraded_creation_then_heal_when_the_broker_returns(
         assert placed is not None and dict(placed.missing) == {0: 1, 1: 1}
         got = _cluster.topic_assignment(client_config, topic)
         assert all(len(r) == 2 and away_id not in r for r in got.values())
+        desc = admin.describe(topic)
+        assert desc.replication_factor == 3 and desc.degraded == {0, 1}
+        assert [(r.partition, r.replicas, r.missing) for r in desc.replication] == [
+            (p, tuple(got[p]), 1) for p in (0, 1)]
+        assert "DEGRADED on 2 of 2 partitions" in description_text(desc.to_dict(), None)
     finally:
         cluster.start_node(away)
     res = admin.heal(topic, elect_leaders=True)
@@ -139,6 +145,9 @@ def test_degraded_creation_then_heal_when_the_broker_returns(
     got = _cluster.topic_assignment(client_config, topic)
     assert all(len(r) == 3 and away_id in r for r in got.values())
     assert dict(admin.plan_heal(topic).target) == {}
+    desc = admin.describe(topic)
+    assert desc.degraded == frozenset() and all(r.missing == 0 and len(r.isr) == 3 for r in desc.replication)
+    assert "every replica in sync" in description_text(desc.to_dict(), None)
 
 
 def test_degraded_creation_is_refused_when_min_isr_cannot_be_met(
