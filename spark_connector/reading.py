@@ -266,7 +266,8 @@ def _read(
                         break
                     continue
                 if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
-                    _data_loss(fail_on_data_loss, f"offset {pos} of {topic}[{partition}] is out of range")
+                    _data_loss(fail_on_data_loss, f"offset {pos} of {topic}[{partition}] is out of range "
+                                                  f"({err.str()}; event offset {m.offset()}, range {rng.start}..{end - 1})")
                     # failOnDataLoss=false: continue from the log start (the lost records are skipped).
                     c.assign([TopicPartition(topic, partition, -2)])  # OFFSET_BEGINNING
                     break

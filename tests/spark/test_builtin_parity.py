@@ -23,6 +23,10 @@ pytestmark = pytest.mark.usefixtures("builtin_kafka")
 
 PARTITIONS = 3
 RECORDS = 90
+# The records carry fixed timestamps from 2023: Apache Kafka's time-based
+# retention (7 days by default) would delete them at its first check, ~30 s
+# after the broker starts.
+KEEP_OLD_RECORDS = {"retention.ms": "-1"}
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
 
 
@@ -49,9 +53,9 @@ def data(bootstrap: str, embedded: bool, unique: Callable[[str], str], layout_to
     conf = {"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}
     managed, plain = unique("par-m"), unique("par-p")
     with LayoutAdmin(conf) as admin:
-        admin.create_topic(managed, PARTITIONS, physical_partitions=PARTITIONS)
+        admin.create_topic(managed, PARTITIONS, physical_partitions=PARTITIONS, config=KEEP_OLD_RECORDS)
     ac = AdminClient({"bootstrap.servers": bootstrap})
-    ac.create_topics([NewTopic(plain, PARTITIONS, 1)])[plain].result()
+    ac.create_topics([NewTopic(plain, PARTITIONS, 1, config=KEEP_OLD_RECORDS)])[plain].result()
     _fill(bootstrap, managed, embedded)
     _fill(bootstrap, plain, embedded)
     yield {"managed": managed, "plain": plain, "bootstrap": bootstrap, "layout": layout_topic}

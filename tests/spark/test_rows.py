@@ -58,7 +58,10 @@ def data_topic(bootstrap: str, unique: Callable[[str], str], layout_topic: str) 
     partition 0 (its commit marker is a gap no record fills)."""
     topic = unique("rows")
     with LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}) as admin:
-        admin.create_topic(topic, PARTITIONS, physical_partitions=spare(PARTITIONS + 1))
+        # Infinite retention: the records' fixed timestamps from 2023 are older than Apache
+        # Kafka's default retention, which deletes them at its first check.
+        admin.create_topic(topic, PARTITIONS, physical_partitions=spare(PARTITIONS + 1),
+                           config={"retention.ms": "-1"})
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 3})
     for i in range(300):
         headers = [("h", f"v{i}".encode()), ("n", None)] if i % 3 == 0 else None
