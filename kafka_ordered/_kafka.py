@@ -84,6 +84,14 @@ def topic_exists(admin: AdminClient, topic: str, timeout: float) -> bool:
         return False
 
 
+#: ListOffsets errors that mean the admin's view of a partition's leader is out of date:
+#: asked again (after a metadata refresh) until the call's deadline.
+_LEADER_MOVED = frozenset({
+    KafkaError._NOENT, KafkaError.FENCED_LEADER_EPOCH, KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE,
+})
+
+
 class OffsetReader:
     """Reads true log-end offsets and log-start offsets.
 
@@ -155,11 +163,11 @@ class OffsetReader:
                 return {(tp.topic, tp.partition): f.result().offset for tp, f in fs.items()}
             except KafkaException as e:
                 err = e.args[0] if e.args else None
-                if (not isinstance(err, KafkaError) or err.code() != KafkaError._NOENT
+                if (not isinstance(err, KafkaError) or err.code() not in _LEADER_MOVED
                         or time.monotonic() >= deadline):
                     raise translate(e, what, api="ListOffsets") from e
-                # "No leaders found": the admin's cached metadata of the topic
-                # predates new partitions (a real expansion); refresh it.
+                # The admin's cached metadata of the topic predates new partitions
+                # (a real expansion: "No leaders found") or a leader change; refresh it.
                 for topic in sorted({t for t, _ in want}):
                     try:
                         self._admin.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))

@@ -26,6 +26,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -235,6 +236,7 @@ class KafkaCluster:
         self._root: Optional[Path] = None
         self._owns_root = False
         self._nodes: List[_Node] = []
+        self._spawner: Optional[ThreadPoolExecutor] = None
         self._classpath = ""
         self.cluster_id = ""
 
@@ -449,6 +451,14 @@ class KafkaCluster:
                                       f"{(p.stdout + p.stderr).strip()[-2000:]}")
 
     def _spawn(self, n: _Node) -> None:
+        # PR_SET_PDEATHSIG fires when the thread that forked the child exits, not the
+        # process: every JVM is forked by one thread that lives as long as the cluster,
+        # so a node started from a short-lived thread (a timer) is not killed with it.
+        if self._spawner is None:
+            self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-cluster-spawn")
+        self._spawner.submit(self._popen, n).result()
+
+    def _popen(self, n: _Node) -> None:
         with open(n.stdout, "ab") as out:
             n.proc = subprocess.Popen(
                 self._java("kafka.Kafka", str(n.dir / "server.properties"), node=n),
@@ -569,6 +579,9 @@ class KafkaCluster:
                 except subprocess.TimeoutExpired:
                     pass
         self._nodes = []
+        if self._spawner is not None:
+            self._spawner.shutdown(wait=False)
+            self._spawner = None
         if self._root is not None:
             if self._owns_root:
                 shutil.rmtree(self._root, ignore_errors=True)

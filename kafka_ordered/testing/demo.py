@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -89,6 +90,8 @@ class ScenarioResult:
     # For each missing record (up to 20): what the partition holds at the
     # offset its producer was told, read again after the run.
     missing_detail: Tuple[str, ...] = ()
+    # Workers that ended otherwise than asked (an exception, a crash): one line each.
+    worker_failures: Tuple[str, ...] = ()
 
     def row(self) -> Dict[str, Any]:
         """One run as a column of ``kafka-ordered demo``'s table (snake_case
@@ -381,7 +384,23 @@ def run_scenario(
     rng = random.Random(scenario.seed)
     admin = LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic})
     procs: List[subprocess.Popen] = []  # type: ignore[type-arg]
+    errs: Dict[Any, Path] = {}  # worker process -> its stderr file
     faulted: List[int] = []  # cluster nodes a broker fault took away, until they are back
+    faulted_lock = threading.Lock()
+    back_timer: Optional[threading.Timer] = None
+
+    def bring_back() -> None:
+        assert cluster is not None
+        with faulted_lock:
+            for node in faulted:
+                if scenario.broker_fault == "kill":
+                    cluster.start_node(node, wait=False)
+                else:
+                    cluster.resume(node)
+            faulted.clear()
+        if progress is not None:
+            progress.write(f"  [{tag[:7]}] broker nodes back\n")
+
     try:
         # Spare partitions only where the broker cannot create them: elsewhere
         # every expansion takes the real path (CreatePartitions).
@@ -396,6 +415,7 @@ def run_scenario(
                         "--client", consumer_client, "--manual-commit", "1" if scenario.manual_commit else "0",
                         "--out", str(tmp / f"consumer-{i}.tsv")], tmp / f"consumer-{i}.err")
             procs.append(p)
+            errs[p] = tmp / f"consumer-{i}.err"
             return p
 
         def producer(i: int, incarnation: int) -> subprocess.Popen:  # type: ignore[type-arg]
@@ -406,6 +426,7 @@ def run_scenario(
                         "--poison", "1" if scenario.poison else "0",
                         "--out", str(tmp / f"producer-{i}-{incarnation}.tsv")], tmp / f"producer-{i}.err")
             procs.append(p)
+            errs[p] = tmp / f"producer-{i}.err"
             return p
 
         consumers = {i: consumer(i) for i in range(scenario.consumers)}
@@ -430,9 +451,7 @@ def run_scenario(
         if scenario.broker_fault_at is not None:
             if cluster is None:
                 raise ValueError("a scenario with broker faults needs run_scenario(cluster=KafkaCluster)")
-            back = min(0.95, scenario.broker_fault_at + scenario.broker_down_s / scenario.duration_s)
             events.append((scenario.broker_fault_at, "broker-fault", rng.random()))
-            events.append((back, "broker-back", 0))
         events.sort(key=lambda e: e[0])
         tails = [_Tail(tmp / f"consumer-{i}.tsv") for i in range(scenario.consumers + 1)]
         all_lines: List[List[str]] = [[] for _ in tails]
@@ -499,21 +518,19 @@ def run_scenario(
                 assert cluster is not None
                 node = _leader_node(cluster, layout_topic if scenario.broker_fault_target == "layout-leader"
                                     else topic, arg)
-                (cluster.kill if scenario.broker_fault == "kill" else cluster.pause)(node)
-                faulted.append(node)
+                with faulted_lock:
+                    (cluster.kill if scenario.broker_fault == "kill" else cluster.pause)(node)
+                    faulted.append(node)
+                # On a timer, not as a later event: an admin call of this loop may block on the
+                # faulted broker until it is back.
+                down_s = min(0.95 * scenario.duration_s - (time.monotonic() - start), scenario.broker_down_s)
                 if progress is not None:
                     progress.write(f"  [{tag[:7]}] broker node {node} ({scenario.broker_fault_target}) "
-                                   f"{'SIGKILLed' if scenario.broker_fault == 'kill' else 'SIGSTOPped'}\n")
-            elif kind == "broker-back":
-                assert cluster is not None
-                for node in faulted:
-                    if scenario.broker_fault == "kill":
-                        cluster.start_node(node, wait=False)
-                    else:
-                        cluster.resume(node)
-                faulted.clear()
-                if progress is not None:
-                    progress.write(f"  [{tag[:7]}] broker nodes back\n")
+                                   f"{'SIGKILLed' if scenario.broker_fault == 'kill' else 'SIGSTOPped'} "
+                                   f"for {down_s:.1f} s\n")
+                back_timer = threading.Timer(max(0.0, down_s), bring_back)
+                back_timer.daemon = True
+                back_timer.start()
             elif kind == "join":
                 consumers[arg] = consumer(arg)
                 if progress is not None:
@@ -578,8 +595,13 @@ def run_scenario(
                                    partition=int(partition), offset=int(offset), batch=f"c{i}@{delivered_at}")
         report = oracle.report()
         detail = _where_missing(bootstrap, topic, oracle.missing(), placed) if report.missing else ()
+        # Workers stop with SIGTERM (exit 0); only the scenario's own faults SIGKILL them.
+        failures = tuple(
+            f"{errs[p].stem} exited with {p.returncode}: {_last_line(errs[p])}"
+            for p in procs if p.returncode not in (0, -signal.SIGKILL)
+        )
         return ScenarioResult(scenario, report, changes, stall, time.monotonic() - began, epochs,
-                              refused, poison_skipped, detail)
+                              refused, poison_skipped, detail, failures)
     finally:
         for p in procs:
             if p.poll() is None:
@@ -587,10 +609,19 @@ def run_scenario(
                 p.wait(10)
         admin.close()
         if cluster is not None:
-            for node in faulted:
-                cluster.resume(node)
-                cluster.start_node(node, wait=False)
+            if back_timer is not None:
+                back_timer.cancel()
+            with faulted_lock:
+                for node in faulted:
+                    cluster.resume(node)
+                    cluster.start_node(node, wait=False)
+                faulted.clear()
             cluster.wait_healthy()
+
+
+def _last_line(path: Path) -> str:
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()] if path.exists() else []
+    return lines[-1][:500] if lines else "(no output)"
 
 
 def _leader_node(cluster: "KafkaCluster", topic: str, pick: float) -> int:

@@ -52,7 +52,7 @@ def main(argv: List[str]) -> int:
             r = run_seed(bootstrap, seed, plain=args.plain, embedded=broker is not None, duration_s=args.duration,
                          cluster=cluster)
             rep = r.report
-            bad = (rep.violations or rep.missing) if not args.plain else False
+            bad = (rep.violations or rep.missing or r.worker_failures) if not args.plain else False
             totals["seeds"] += 1
             totals["bad"] += int(bool(bad))
             totals["produced"] += rep.acknowledged
@@ -65,6 +65,8 @@ def main(argv: List[str]) -> int:
                   f"lost {rep.missing} broker-tail-holes {rep.tail_holes} poison refused/skipped {r.refused}/{r.poison_skipped}{'  <-- FAIL' if bad else ''}", flush=True)
             for line in r.missing_detail:
                 print(f"    missing: {line}", flush=True)
+            for line in r.worker_failures:
+                print(f"    worker failed: {line}", flush=True)
     finally:
         if broker is not None:
             broker.stop()

@@ -26,6 +26,7 @@ def _check(bootstrap: str, seed: int, embedded: bool, cluster: Optional[KafkaClu
     assert rep.acknowledged > 500, detail
     assert rep.violations == (), detail
     assert rep.missing == 0, detail
+    assert r.worker_failures == (), f"{detail} {list(r.worker_failures)}"
     if r.scenario.poison:
         assert r.refused > 0 and r.poison_skipped > 0, f"no poison record reached the clients: {detail}"
 

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import sys
 import time
 from pathlib import Path
@@ -118,6 +119,21 @@ def test_life_cycle_of_a_node(cluster_or_skip: KafkaCluster, topic: str) -> None
     cluster.wait_healthy()
     md = admin.list_topics(timeout=10)
     assert sorted(md.brokers) == [cluster.node_id(i) for i in range(cluster.nodes)]
+
+
+def test_a_node_started_from_a_short_lived_thread_outlives_it(cluster_or_skip: KafkaCluster) -> None:
+    """Nodes die with the process that runs the cluster (PR_SET_PDEATHSIG),
+    which Linux ties to the forking *thread*: a node restarted from a timer
+    thread must not be SIGKILLed when that thread ends."""
+    cluster = cluster_or_skip
+    last = cluster.nodes - 1
+    cluster.kill(last)
+    t = threading.Thread(target=cluster.start_node, args=(last,), kwargs={"wait": False})
+    t.start()
+    t.join()
+    pid = cluster.pid(last)
+    cluster.wait_healthy()
+    assert cluster.running(last) and cluster.pid(last) == pid
 
 
 def test_broker_kafka_runs_a_cluster_in_the_foreground_and_leaves_nothing(capsys: pytest.CaptureFixture[str]) -> None:

@@ -41,6 +41,7 @@ def test_ordered_clients_keep_order_and_lose_nothing(bootstrap: str, name: str, 
     assert result.layout_changes == len(SCENARIOS[name].layouts)
     assert result.report.violations == (), _describe(result)
     assert result.report.missing == 0, _describe(result)
+    assert result.worker_failures == (), list(result.worker_failures)
 
 
 def test_plain_clients_break_order_in_the_same_scenario(bootstrap: str, embedded: bool) -> None:
