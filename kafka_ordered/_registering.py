@@ -355,7 +355,7 @@ class RegisteringCore:
         pending = self.stamps.pending(topic)
         moves = self.moves.get(topic)
         if moves is not None:
-            pending = set(pending) | set(range(moves.partitions))
+            pending = frozenset(pending) | frozenset(range(moves.partitions))
         stamp = st.route.stamp
         stamp |= pending
         stamp -= stamp - pending

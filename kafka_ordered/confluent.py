@@ -155,7 +155,8 @@ class _ProducerPort:
     def send_tombstone(self, topic: str, partition: int, key: bytes, headers: List[Tuple[str, bytes]]) -> None:
         while True:
             try:
-                self.produce(topic, None, key, partition, _tombstone_delivered, headers=headers)
+                self.produce(topic, None, key, partition, _tombstone_delivered,
+                             headers=headers)  # type: ignore[arg-type]  # list[tuple[str, bytes]] is what it takes
                 return
             except BufferError:
                 self.producer.poll(0.05)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 from types import MappingProxyType
-from typing import Any, ClassVar, Dict, Iterator, Mapping, Optional, Type
+from typing import Any, ClassVar, Dict, Iterator, Mapping, Optional, Tuple, Type
 
 __all__ = [
     "KafkaOrderedError",

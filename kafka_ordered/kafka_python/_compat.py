@@ -97,9 +97,9 @@ def collect_finished_join(consumer: KafkaConsumer) -> bool:
     retried. Call it from the thread that polls, between polls; it does
     nothing when the client's internals are not the expected ones.
     """
-    co = getattr(consumer, "_coordinator", None)
+    co: Any = getattr(consumer, "_coordinator", None)
     task = getattr(co, "_join_task", None)
-    if task is None or not getattr(task, "is_done", False):
+    if co is None or task is None or not getattr(task, "is_done", False):
         return False
     if not task.succeeded():
         if not co.need_rejoin():
