@@ -595,10 +595,11 @@ def run_scenario(
                                    partition=int(partition), offset=int(offset), batch=f"c{i}@{delivered_at}")
         report = oracle.report()
         detail = _where_missing(bootstrap, topic, oracle.missing(), placed) if report.missing else ()
-        # Workers stop with SIGTERM (exit 0); only the scenario's own faults SIGKILL them.
+        # Workers stop on SIGTERM (exit 0, or killed by it before their handler is set);
+        # only the scenario's own faults SIGKILL them.
         failures = tuple(
             f"{errs[p].stem} exited with {p.returncode}: {_last_line(errs[p])}"
-            for p in procs if p.returncode not in (0, -signal.SIGKILL)
+            for p in procs if p.returncode not in (0, -signal.SIGTERM, -signal.SIGKILL)
         )
         return ScenarioResult(scenario, report, changes, stall, time.monotonic() - began, epochs,
                               refused, poison_skipped, detail, failures)
