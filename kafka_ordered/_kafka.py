@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 import weakref
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
@@ -30,6 +30,37 @@ def new_admin(conn: Mapping[str, Any]) -> AdminClient:
     admin = AdminClient({**conf, "log_level": conf.get("log_level", 3)})
     _ADMIN_CONFIGS[admin] = conf
     return admin
+
+
+_T = TypeVar("_T")
+
+
+def _waited_for_controller(e: BaseException) -> bool:
+    err = e.args[0] if isinstance(e, KafkaException) and e.args else None
+    return (isinstance(err, KafkaError) and err.code() == KafkaError._TIMED_OUT
+            and "waiting for controller" in err.str().lower())
+
+
+def to_controller(admin: AdminClient, timeout: float, call: Callable[[float], _T]) -> _T:
+    """``call(request_timeout)`` for a request librdkafka sends to the controller
+    (CreateTopics, CreatePartitions, DescribeCluster, ...), in attempts of a
+    third of ``timeout`` (at least 3 s). librdkafka waits for the controller
+    its metadata last named; when that broker is gone (stopped, killed) it
+    times out "waiting for controller" without sending anything, so the call
+    is made again after a metadata refresh, which names a live controller.
+    Other errors, and the last attempt's, are raised as they are."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return call(max(0.5, min(left, max(3.0, timeout / 3))))
+        except KafkaException as e:
+            if not _waited_for_controller(e) or deadline - time.monotonic() < 0.5:
+                raise
+        try:
+            admin.list_topics(timeout=max(0.1, min(2.0, deadline - time.monotonic())))
+        except KafkaException:
+            pass
 
 
 def partition_count(admin: AdminClient, topic: str, timeout: float) -> int:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
-from ._kafka import OffsetReader, new_admin, partition_count
+from ._kafka import OffsetReader, new_admin, partition_count, to_controller
 from .config import DEFAULT_LAYOUT_TOPIC, internal_config
 from .errors import (
     BrokerUnavailableError,
@@ -146,11 +146,10 @@ class LayoutLog:
         except KafkaException as e:
             raise translate(e, "reading cluster metadata") from e
         rf = max(1, min(3, brokers))
-        fs = self._admin.create_topics(
-            [NewTopic(self.topic, 1, rf, config=dict(_LOG_TOPIC_CONFIG))], request_timeout=self.timeout
-        )
+        new = NewTopic(self.topic, 1, rf, config=dict(_LOG_TOPIC_CONFIG))
         try:
-            fs[self.topic].result()
+            to_controller(self._admin, self.timeout,
+                          lambda t: self._admin.create_topics([new], request_timeout=t)[self.topic].result())
         except KafkaException as e:
             err = e.args[0]
             if err.code() != KafkaError.TOPIC_ALREADY_EXISTS:

@@ -22,7 +22,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import NewPartitions, NewTopic
 
 from .. import _log
-from .._kafka import partition_count, topic_exists
+from .._kafka import partition_count, to_controller, topic_exists
 from ..config import internal_config, split_config
 from ..errors import (
     BrokerUnavailableError,
@@ -265,12 +265,10 @@ class LayoutAdmin:
             # One live broker: it places every replica there, as planned (and Tansu ignores explicit
             # assignments). Under-replicated creation asks for the replicas that can exist.
             sent_rf = len(plan.assignment[0]) if plan.missing else replication_factor
-            fs = self._admin.create_topics(
-                [NewTopic(topic, layout.physical_partitions, sent_rf, config=dict(config or {}))],
-                request_timeout=self.timeout,
-            )
+            new = NewTopic(topic, layout.physical_partitions, sent_rf, config=dict(config or {}))
             try:
-                fs[topic].result()
+                to_controller(self._admin, self.timeout,
+                              lambda t: self._admin.create_topics([new], request_timeout=t)[topic].result())
             except KafkaException as e:
                 err = translate(e, f"creating topic {topic}", api="CreateTopics")
                 if isinstance(err, TopicAlreadyManagedError):
@@ -815,10 +813,9 @@ class LayoutAdmin:
         )
 
     def _create_partitions(self, topic: str, total: int, *, validate_only: bool = False) -> None:
-        fs = self._admin.create_partitions([NewPartitions(topic, total)], request_timeout=self.timeout,
-                                           validate_only=validate_only)
         try:
-            fs[topic].result()
+            to_controller(self._admin, self.timeout, lambda t: self._admin.create_partitions(
+                [NewPartitions(topic, total)], request_timeout=t, validate_only=validate_only)[topic].result())
         except KafkaException as e:
             raise translate(e, f"adding partitions to {topic}", api="CreatePartitions") from e
         if not validate_only:

@@ -25,6 +25,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
 
+from .._kafka import to_controller
 from ..config import KAFKA_PYTHON_TO_LIBRDKAFKA
 from ..errors import (
     BrokerUnavailableError,
@@ -82,7 +83,7 @@ def describe_brokers(admin: AdminLike, *, timeout: float = 10.0) -> Dict[int, Op
 
 def _describe(client: AdminClient, timeout: float) -> Tuple[Optional[str], Optional[int], Dict[int, Optional[str]]]:
     try:
-        d = client.describe_cluster(request_timeout=timeout).result(timeout + 1)
+        d = to_controller(client, timeout, lambda t: client.describe_cluster(request_timeout=t).result(t + 1))
     except Exception as e:
         raise translate(e, "describe cluster", api="DescribeCluster") from e
     controller = d.controller.id if d.controller is not None and d.controller.id >= 0 else None
@@ -236,8 +237,8 @@ def create_topic(
     client = _client(admin)
     new = NewTopic(topic, len(lists), replica_assignment=lists, config=dict(config or {}))
     try:
-        fs = client.create_topics([new], operation_timeout=timeout, request_timeout=timeout)
-        fs[topic].result(timeout + 1)
+        to_controller(client, timeout, lambda t: client.create_topics(
+            [new], operation_timeout=t, request_timeout=t)[topic].result(t + 1))
     except Exception as e:
         raise translate(e, f"create topic {topic!r}", api="CreateTopics") from e
     wanted = {p: lists[p] for p in range(len(lists))}
@@ -267,9 +268,8 @@ def create_partitions(
     client = _client(admin)
     new = NewPartitions(topic, first + len(lists), replica_assignment=lists)
     try:
-        fs = client.create_partitions([new], operation_timeout=timeout, request_timeout=timeout,
-                                      validate_only=validate_only)
-        fs[topic].result(timeout + 1)
+        to_controller(client, timeout, lambda t: client.create_partitions(
+            [new], operation_timeout=t, request_timeout=t, validate_only=validate_only)[topic].result(t + 1))
     except Exception as e:
         raise translate(e, f"add partitions to {topic!r}", api="CreatePartitions") from e
     if validate_only:

@@ -1,5 +1,8 @@
-"""``OffsetReader`` asks ListOffsets again after a leader change (errors the
-broker answers while a partition's leadership moves), within its timeout."""
+"""Requests asked again when the cluster moved: ``OffsetReader`` asks
+ListOffsets again after a leader change (errors the broker answers while a
+partition's leadership moves), and ``to_controller`` sends a controller
+request again when librdkafka timed out waiting for a controller that is
+gone; both within their timeout."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from typing import Any, Dict, List
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from kafka_ordered._kafka import OffsetReader
+from kafka_ordered._kafka import OffsetReader, to_controller
 from kafka_ordered.errors import KafkaOrderedError
 
 
@@ -69,3 +72,36 @@ def test_other_errors_are_raised_at_once() -> None:
         reader.start_offsets([("t", 0)])
     assert admin.refreshed == 0
 
+
+
+class _Refresher:
+    def __init__(self) -> None:
+        self.refreshed = 0
+
+    def list_topics(self, timeout: float) -> None:
+        self.refreshed += 1
+
+
+def test_a_request_for_a_gone_controller_is_sent_again_after_a_metadata_refresh() -> None:
+    admin = _Refresher()
+    calls: List[float] = []
+
+    def call(t: float) -> str:
+        calls.append(t)
+        if len(calls) < 3:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Timed out waiting for controller"))
+        return "done"
+
+    assert to_controller(admin, 30.0, call) == "done"  # type: ignore[arg-type]
+    assert admin.refreshed == 2 and all(t <= 10.0 for t in calls)
+
+
+def test_other_timeouts_are_not_sent_again() -> None:
+    admin = _Refresher()
+
+    def call(t: float) -> str:
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get metadata"))
+
+    with pytest.raises(KafkaException):
+        to_controller(admin, 30.0, call)  # type: ignore[arg-type]
+    assert admin.refreshed == 0
