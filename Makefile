@@ -43,27 +43,20 @@ spark-kafka-jars: $(VENV)/.base
 demo: $(VENV)/.base
 	$(VENV)/bin/kafka-ordered demo
 
-## make test: the whole suite (unit, integration on an embedded broker, Spark) on the C speed-ups,
-## then the whole suite again on their pure-Python fallback, then the integration tests on a
-## 3-node Apache Kafka cluster (kafka_ordered.testing.KafkaCluster; its jars come from Maven
-## Central on first use)
+## make test: the whole suite (unit, integration on an embedded broker, Spark, fixed chaos seeds) on the
+## C speed-ups, then the whole suite again on their pure-Python fallback, then the integration, Spark
+## and chaos tests on a 3-node Apache Kafka cluster (kafka_ordered.testing.KafkaCluster; its jars come
+## from Maven Central on first use)
 test: $(VENV)/.full spark-kafka-jars
 	$(PY) -m pytest $(PYTEST_ARGS)
 	KAFKA_ORDERED_NO_SPEEDUPS=1 $(PY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-kafka
 
-## make test-kafka: the integration tests on a 3-node Apache Kafka KRaft cluster
-## (KAFKA_TESTS="tests/integration tests/spark tests/chaos" adds the Spark suite and the fixed
-## chaos seeds with broker faults, which do not all pass there yet: docs/testing.md)
-## Deselected there until they are reliable (docs/testing.md): the scenario whose every partition
-## gains and loses (a group sometimes misses new partitions at its drain deadline), and the two
-## tests that stop a node and then wait for the KRaft controller.
-KAFKA_TESTS ?= tests/integration
-KAFKA_FLAKY ?= --deselect "tests/integration/test_ordering_scenarios.py::test_ordered_clients_keep_order_and_lose_nothing[every-partition-gains-and-loses]" \
-	--deselect tests/integration/test_cluster_operations.py::test_degraded_creation_is_refused_when_min_isr_cannot_be_met \
-	--deselect tests/integration/test_cluster_operations.py::test_degraded_creation_then_heal_when_the_broker_returns
-test-kafka: $(VENV)/.full
-	KAFKA_ORDERED_BROKER=kafka $(PY) -m pytest $(KAFKA_TESTS) $(KAFKA_FLAKY) $(PYTEST_ARGS)
+## make test-kafka: the integration, Spark and fixed chaos tests on a 3-node Apache Kafka KRaft cluster
+## (the unit tests need no broker; KAFKA_TESTS=... narrows it)
+KAFKA_TESTS ?= tests/integration tests/spark tests/chaos
+test-kafka: $(VENV)/.full spark-kafka-jars
+	KAFKA_ORDERED_BROKER=kafka $(PY) -m pytest $(KAFKA_TESTS) $(PYTEST_ARGS)
 
 ## make chaos SEEDS=0-49 [BROKER=kafka]: the randomized multi-process fault suite, one line per seed
 ## and a total; BROKER=kafka runs it on a 3-node Apache Kafka cluster with broker faults added
