@@ -224,7 +224,10 @@ class TopicInUseError(KafkaOrderedError):
 
 class RegistrationError(KafkaOrderedError):
     """A producer could not register for a new layout. Records sent meanwhile
-    are kept buffered in order and are retried by the next send or flush."""
+    (the one whose send raised this included) are kept buffered in order and
+    are retried by the next send or flush: retriable, sending on is the retry."""
+
+    retriable = True
 
 
 class SwitchTimeoutError(RegistrationError):

@@ -127,6 +127,7 @@ def _producer_worker(a: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException, Producer
 
     from .. import _hashing
+    from ..errors import RegistrationError
     from ..layout_log import LayoutFollower
 
     stop = {"now": False}
@@ -180,6 +181,9 @@ def _producer_worker(a: argparse.Namespace) -> int:
         if kafka_python:
             try:
                 fut = producer.send(a.topic, value=value, key=key, partition=partition)
+            except RegistrationError as e:  # the record stays buffered; the next send retries
+                sys.stderr.write(f"{e}\n")
+                return
             except Exception:  # refused locally (e.g. MessageSizeTooLargeError)
                 refused["n"] += 1
                 return
@@ -193,6 +197,8 @@ def _producer_worker(a: argparse.Namespace) -> int:
                 producer.produce(a.topic, value, key, on_delivery=acked)
             else:
                 producer.produce(a.topic, value, key, partition, on_delivery=acked)
+        except RegistrationError as e:  # the record stays buffered; the next send retries
+            sys.stderr.write(f"{e}\n")
         except (KafkaException, BufferError, ValueError, TypeError):
             refused["n"] += 1
         producer.poll(0)
