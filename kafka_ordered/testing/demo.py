@@ -33,6 +33,7 @@ from ._broker import BOOTSTRAP_ENV, EmbeddedBroker, group_config
 from ._oracle import OracleReport, OrderingOracle, encode_value
 
 if TYPE_CHECKING:
+    from ..layout import Layout
     from ._cluster import KafkaCluster
 
 __all__ = ["Scenario", "ScenarioResult", "run_scenario", "scenario_from_args", "run_demo"]
@@ -484,12 +485,8 @@ def run_scenario(
                                    f"layout={admin.layout(topic).partitions}\n")
                     progress.flush()
             if kind == "layout":
-                cur = admin.layout(topic)
-                if arg > cur.partitions:
-                    lay = admin.expand(topic, arg)
-                elif arg < cur.partitions:
-                    lay = admin.shrink(topic, arg)
-                else:
+                lay = _change_layout(admin, topic, arg)
+                if lay is None:
                     continue
                 changes += 1
                 epochs.append(lay.epoch)
@@ -624,6 +621,29 @@ def run_scenario(
                     cluster.start_node(node, wait=False)
                 faulted.clear()
             cluster.wait_healthy()
+
+
+def _change_layout(admin: Any, topic: str, partitions: int, patience_s: float = 60.0) -> Optional[Layout]:
+    """Expand or shrink ``topic`` to ``partitions`` as an operator would while
+    brokers fail: a change refused for brokers that are down (placement needs
+    them live) or unanswered is tried again until ``patience_s``, from the
+    layout read anew (a change that went through is not made twice). None when
+    the layout already has that many partitions."""
+    from ..errors import BrokerUnavailableError, PlacementError
+
+    deadline = time.monotonic() + patience_s
+    while True:
+        cur = admin.layout(topic)
+        try:
+            if partitions > cur.partitions:
+                return admin.expand(topic, partitions, expected_epoch=cur.epoch)
+            if partitions < cur.partitions:
+                return admin.shrink(topic, partitions, expected_epoch=cur.epoch)
+            return None
+        except (PlacementError, BrokerUnavailableError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
 
 
 def _last_line(path: Path) -> str:
