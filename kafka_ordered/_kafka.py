@@ -84,6 +84,19 @@ def topic_exists(admin: AdminClient, topic: str, timeout: float) -> bool:
         return False
 
 
+#: ListOffsets errors that mean the admin client's cached metadata is stale:
+#: retried after a refresh until the caller's timeout.
+_STALE_METADATA = frozenset({
+    KafkaError._NOENT,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.REPLICA_NOT_AVAILABLE,
+    KafkaError.OFFSET_NOT_AVAILABLE,
+})
+
+
 class OffsetReader:
     """Reads true log-end offsets and log-start offsets.
 
@@ -155,11 +168,14 @@ class OffsetReader:
                 return {(tp.topic, tp.partition): f.result().offset for tp, f in fs.items()}
             except KafkaException as e:
                 err = e.args[0] if e.args else None
-                if (not isinstance(err, KafkaError) or err.code() != KafkaError._NOENT
+                if (not isinstance(err, KafkaError) or err.code() not in _STALE_METADATA
                         or time.monotonic() >= deadline):
                     raise translate(e, what, api="ListOffsets") from e
-                # "No leaders found": the admin's cached metadata of the topic
-                # predates new partitions (a real expansion); refresh it.
+                # The admin's cached metadata of the topic is stale: "no leaders
+                # found" when it predates new partitions (a real expansion), a
+                # leader error when the partition's leader changed since (a
+                # broker failed over; the admin client does not refresh on its
+                # own). Refresh it and ask again.
                 for topic in sorted({t for t, _ in want}):
                     try:
                         self._admin.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
@@ -286,6 +302,14 @@ class OffsetReader:
             finally:
                 c.unassign()
         return out, int(hw) if hw is not None and hw >= 0 else 0
+
+    def listed_end_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        """ListOffsets(latest) of each partition, without the Fetch that
+        :meth:`end_offsets` adds (so it can be low on some brokers)."""
+        want = sorted(set(tps))
+        if not want:
+            return {}
+        return self._list(want, OffsetSpec.latest(), timeout or self.timeout, "reading end offsets")
 
     def start_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The log-start offset of each partition (ListOffsets earliest)."""
