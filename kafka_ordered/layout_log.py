@@ -290,8 +290,9 @@ class LayoutLog:
                 code = err.code() if err is not None else KafkaError._MSG_TIMED_OUT
                 text = err.str() if err is not None else "no acknowledgement within the timeout"
                 raise LayoutLogUnwritableError(
-                    f"append to layout log {topic} failed: {text}. Nothing was changed; "
-                    "check that the broker is up and this client may write to the topic.",
+                    f"append to layout log {topic} failed: {text}. The record may still have been written "
+                    "(a leader that failed before acknowledging it): read the log before retrying. Check "
+                    "that the broker is up and this client may write to the topic.",
                     code=code,
                 )
             return int(result["offset"])

@@ -48,12 +48,30 @@ CONSUMER_GROUP = {"session.timeout.ms": 45000, "heartbeat.interval.ms": 3000}
 KEYS = 40
 
 
-def _wait(what: str, cond: Callable[[], bool], timeout: float, interval: float = 0.05) -> None:
+def _wait(what: str, cond: Callable[[], bool], timeout: float, interval: float = 0.05,
+          state: Optional[Callable[[], str]] = None) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}"
+                                 + (f"; {state()}" if state is not None else ""))
         time.sleep(interval)
+
+
+def _following(producer: OrderedProducer, consumer: OrderedConsumer, topic: str, epoch: int) -> bool:
+    """Whether the producer sends under ``epoch`` and the consumer's view has it."""
+    cur = consumer.history.current(topic)
+    return producer.ordered_metrics().layout_epochs.get(topic) == epoch and cur is not None and cur.epoch == epoch
+
+
+def _views(producer: OrderedProducer, consumer: OrderedConsumer, topic: str) -> Callable[[], str]:
+    def describe() -> str:
+        pm = producer.ordered_metrics()
+        pv, cv = producer.history.current(topic), consumer.history.current(topic)
+        return (f"producer sends under {pm.layout_epochs}, its view is at epoch {pv.epoch if pv else None} "
+                f"({pm.layout_view}), {pm.records_buffered} buffered; the consumer's view is at epoch "
+                f"{cv.epoch if cv else None} ({consumer.ordered_metrics().layout_view})")
+    return describe
 
 
 def _log_replicas(bootstrap: str, layout_topic: str) -> Tuple[int, List[int]]:
@@ -367,9 +385,8 @@ def test_an_expand_retried_after_its_acknowledgement_was_lost_applies_once(
             cluster.wait_healthy()
             retried = op.expand(topic, 4, expected_epoch=1)  # the operator retries the same expand
             assert (retried.epoch, retried.partitions, retried.physical_partitions) == (2, 4, 4), retried
-            _wait("the producer and the consumer to follow epoch 2",
-                  lambda: producer.ordered_metrics().layout_epochs.get(topic) == 2
-                  and consumer.history.current(topic).epoch == 2, 30, 0.1)  # type: ignore[union-attr]
+            _wait("the producer and the consumer to follow epoch 2", lambda: _following(producer, consumer, topic, 2),
+                  30, 0.1, _views(producer, consumer, topic))
             switched = load.acked
             _wait("records acknowledged after the switch", lambda: load.acked >= switched + 200, 30)
             load.finish()
@@ -418,9 +435,8 @@ def test_followers_find_the_new_leader_and_learn_an_expand_made_meanwhile(
                   lambda: _log_replicas(bootstrap, layout_topic)[0] != leader, 30, 0.2)
             assert admin.expand(topic, 4).epoch == 2
             expanded = time.monotonic()
-            _wait("the producer and the consumer to follow epoch 2",
-                  lambda: producer.ordered_metrics().layout_epochs.get(topic) == 2
-                  and consumer.history.current(topic).epoch == 2, 30, 0.1)  # type: ignore[union-attr]
+            _wait("the producer and the consumer to follow epoch 2", lambda: _following(producer, consumer, topic, 2),
+                  30, 0.1, _views(producer, consumer, topic))
             learned = time.monotonic() - expanded
             switched = load.acked
             _wait("records acknowledged after the switch", lambda: load.acked >= switched + 200, 30)
