@@ -215,7 +215,8 @@ class OffsetReader:
                 if not invalid:
                     return got
                 if time.monotonic() >= deadline:
-                    raise BrokerUnavailableError(f"{what}: no offset for {invalid[:5]} within the timeout")
+                    raise BrokerUnavailableError(
+                        f"{what}: no broker answered with an offset for {invalid[:5]} within the timeout")
             except KafkaException as e:
                 err = e.args[0] if e.args else None
                 if (not isinstance(err, KafkaError) or err.code() not in _STALE_METADATA
