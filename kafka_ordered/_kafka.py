@@ -6,6 +6,7 @@ Client failures become :mod:`kafka_ordered.errors` classes through
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -18,6 +19,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, Resou
 from . import _credentials
 from .config import internal_config
 from .errors import BrokerUnavailableError, UnknownTopicError, for_code, translate
+
+log = logging.getLogger("kafka_ordered.offsets")
 
 TP = Tuple[str, int]
 
@@ -115,12 +118,30 @@ def topic_exists(admin: AdminClient, topic: str, timeout: float) -> bool:
         return False
 
 
-#: ListOffsets errors that mean the admin's view of a partition's leader is out of date:
-#: asked again (after a metadata refresh) until the call's deadline.
-_LEADER_MOVED = frozenset({
-    KafkaError._NOENT, KafkaError.FENCED_LEADER_EPOCH, KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE,
+#: ListOffsets errors that mean the admin client's cached metadata is stale:
+#: retried after a refresh until the caller's timeout.
+_STALE_METADATA = frozenset({
+    KafkaError._NOENT,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.REPLICA_NOT_AVAILABLE,
+    KafkaError.OFFSET_NOT_AVAILABLE,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
 })
+#: How long the first ListOffsets attempt may take before it is asked again
+#: (a healthy broker answers in milliseconds; one asked through stale metadata
+#: answered only at the request timeout); each further attempt may take twice
+#: as long, so a slow but healthy cluster is not asked again and again.
+_LIST_ATTEMPT_S = 2.0
+
+
+#: How long the offset reader waits for a fetch response before it replaces
+#: its consumer (see :meth:`OffsetReader._renew`); twice as long after each
+#: replacement.
+_RENEW_S = 1.0
 
 
 class OffsetReader:
@@ -174,6 +195,32 @@ class OffsetReader:
             )
         return self._consumer
 
+    def _renew(self, assignment: List[TopicPartition], deadline: float) -> Consumer:
+        """Replace the consumer (lock held) by a new one assigned ``assignment``.
+
+        Called when a fetch brought nothing for a while: after a partition's
+        leader failed over, librdkafka 2.16's consumer, which had read that
+        partition before and unassigned it, fetched nothing from it again
+        (not in minutes, also after a metadata refresh), where a new consumer
+        reads it at once (test_layout_log_failover). A consumer is cheap next
+        to a registration that cannot complete."""
+        old, self._consumer = self._consumer, None
+        self._known_topics = set()
+        if old is not None:
+            try:
+                old.close()
+            except Exception:  # closing a client that is in trouble; the new one matters
+                pass
+        log.debug("offset reader: no fetch response for %s within %.1f s; reading with a new consumer",
+                  [(tp.topic, tp.partition) for tp in assignment[:5]], _RENEW_S)
+        c = self._get_consumer()
+        try:
+            self._known_topics |= set(c.list_topics(timeout=max(0.1, deadline - time.monotonic())).topics)
+        except KafkaException:
+            pass  # the fetch loop's deadline reports it
+        c.assign(assignment)
+        return c
+
     def warm_up(self) -> None:
         """Connect now so the first read is fast."""
         try:
@@ -187,24 +234,39 @@ class OffsetReader:
             self._admin = new_admin(self._conn)
         extra = {} if isolation is None else {"isolation_level": isolation}
         deadline = time.monotonic() + timeout
+        attempt = 0
         while True:
+            attempt += 1
             try:
                 fs = self._admin.list_offsets({TopicPartition(t, p): spec for t, p in want},
-                                              request_timeout=timeout, **extra)
-                return {(tp.topic, tp.partition): f.result().offset for tp, f in fs.items()}
+                                              request_timeout=max(0.1, min(_LIST_ATTEMPT_S * 2 ** min(attempt - 1, 4),
+                                                                           deadline - time.monotonic())),
+                                              **extra)
+                got = {(tp.topic, tp.partition): f.result().offset for tp, f in fs.items()}
+                # An answer without an offset (-1001, and no error) came for
+                # partitions whose leader had failed over: never an end or start.
+                invalid = sorted(tp for tp, off in got.items() if off < 0)
+                if not invalid:
+                    return got
+                if time.monotonic() >= deadline:
+                    raise BrokerUnavailableError(
+                        f"{what}: no broker answered with an offset for {invalid[:5]} within the timeout")
             except KafkaException as e:
                 err = e.args[0] if e.args else None
-                if (not isinstance(err, KafkaError) or err.code() not in _LEADER_MOVED
+                if (not isinstance(err, KafkaError) or err.code() not in _STALE_METADATA
                         or time.monotonic() >= deadline):
                     raise translate(e, what, api="ListOffsets") from e
-                # The admin's cached metadata of the topic predates new partitions
-                # (a real expansion: "No leaders found") or a leader change; refresh it.
-                for topic in sorted({t for t, _ in want}):
-                    try:
-                        self._admin.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
-                    except KafkaException:
-                        pass
-                time.sleep(0.05)
+            # The admin client's metadata of the topic is stale: "no leaders
+            # found" when it predates new partitions (a real expansion), leader
+            # errors or answers without an offset when a leader failed over
+            # since. librdkafka 2.16's admin client kept asking the dead leader
+            # (the answer came after the request timeout, without an offset),
+            # also after a metadata refresh, where a new one answers at once
+            # (test_layout_log_failover): this reader asks again through an
+            # admin client of its own.
+            log.debug("%s: ListOffsets failed (attempt %d); asking through a new admin client", what, attempt)
+            self._admin = new_admin(self._conn)
+            time.sleep(0.05)
 
     def open_transactions(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The partitions whose end a ``read_committed`` reader cannot reach
@@ -250,11 +312,18 @@ class OffsetReader:
                 except KafkaException as e:
                     raise translate(e, "reading cluster metadata") from e
             c.assign([TopicPartition(t, p, listed[(t, p)] - 1) for t, p in fetch])
+            renewals = 0
+            renew = time.monotonic() + _RENEW_S
             try:
                 while len(ends) < len(want):
                     if time.monotonic() > deadline:
                         missing = [tp for tp in want if tp not in ends]
                         raise BrokerUnavailableError(f"no fetch response for {missing[:5]} within the timeout")
+                    if time.monotonic() >= renew:
+                        c = self._renew([TopicPartition(t, p, listed[(t, p)] - 1) for t, p in fetch
+                                         if (t, p) not in ends], deadline)
+                        renewals += 1
+                        renew = time.monotonic() + _RENEW_S * 2 ** min(renewals, 4)
                     fetched: set = set()
                     for m in c.consume(1000, 0.005):
                         err = m.error()
@@ -301,11 +370,18 @@ class OffsetReader:
                     raise translate(e, "reading cluster metadata") from e
             c.assign([TopicPartition(topic, partition, offset)])
             out: List[Any] = []
+            renewals = 0
+            renew = time.monotonic() + _RENEW_S
             try:
                 while True:
                     if time.monotonic() > deadline:
                         raise BrokerUnavailableError(
                             f"{topic}[{partition}]: no fetch response from offset {offset} within the timeout")
+                    if time.monotonic() >= renew:
+                        at = int(out[-1].offset() or 0) + 1 if out else offset
+                        c = self._renew([TopicPartition(topic, partition, at)], deadline)
+                        renewals += 1
+                        renew = time.monotonic() + _RENEW_S * 2 ** min(renewals, 4)
                     done = False
                     for m in c.consume(1000, 0.005):
                         err = m.error()
@@ -325,6 +401,14 @@ class OffsetReader:
             finally:
                 c.unassign()
         return out, int(hw) if hw is not None and hw >= 0 else 0
+
+    def listed_end_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        """ListOffsets(latest) of each partition, without the Fetch that
+        :meth:`end_offsets` adds (so it can be low on some brokers)."""
+        want = sorted(set(tps))
+        if not want:
+            return {}
+        return self._list(want, OffsetSpec.latest(), timeout or self.timeout, "reading end offsets")
 
     def start_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The log-start offset of each partition (ListOffsets earliest)."""

@@ -86,6 +86,9 @@ class LayoutHistory:
         self.version = 0
         self.problems: List[LogProblem] = []
         self.superseded: List[LayoutChange] = []
+        #: Offsets of gated registrations that repeat the same producer's
+        #: previous one for the topic (same epochs and gates): applied once, at the first.
+        self.duplicates: List[int] = []
         #: Ordering protocol of the log (from its protocol record), ``None`` before one.
         self.protocol: Optional[int] = None
         #: Offset of the protocol record that set :attr:`protocol`.
@@ -237,6 +240,16 @@ class LayoutHistory:
             if not 0 <= p < layout.partitions or any(not 0 <= q < layout.physical_partitions for q in wait):
                 raise BadRecord(f"gate partitions out of range for {topic} epoch {rec.epoch}")
             gates.append(Gate(topic, p, start, dict(wait), rec.producer_id, rec.epoch, offset))
+        last = self._last_by_producer.get((topic, rec.producer_id))
+        if (gates and last is not None
+                and (last.epoch, last.from_epoch, last.stable) == (rec.epoch, rec.from_epoch, rec.stable)
+                and [(g.partition, g.start, dict(g.wait)) for g in last.gates]
+                == [(g.partition, g.start, dict(g.wait)) for g in gates]):
+            # The same registration again: a writer's retry after its acknowledgement was lost
+            # (the layout log's leader failed), or a switch retried after such a failure. It adds
+            # no gate; the first one stands (a stamp naming this offset is covered by a view past it).
+            self.duplicates.append(offset)
+            return
         reg = Registration(topic, rec.producer_id, rec.stable, rec.epoch, rec.from_epoch, tuple(gates), offset, ts)
         self._registrations.setdefault(topic, []).append(reg)
         for g in gates:

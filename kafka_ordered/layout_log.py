@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from ._kafka import OffsetReader, new_admin, partition_count, to_controller
 from .config import DEFAULT_LAYOUT_TOPIC, internal_config
@@ -289,8 +289,9 @@ class LayoutLog:
                 code = err.code() if err is not None else KafkaError._MSG_TIMED_OUT
                 text = err.str() if err is not None else "no acknowledgement within the timeout"
                 raise LayoutLogUnwritableError(
-                    f"append to layout log {topic} failed: {text}. Nothing was changed; "
-                    "check that the broker is up and this client may write to the topic.",
+                    f"append to layout log {topic} failed: {text}. The record may still have been written "
+                    "(a leader that failed before acknowledging it): read the log before retrying. Check "
+                    "that the broker is up and this client may write to the topic.",
                     code=code,
                 )
             return int(result["offset"])
@@ -685,15 +686,10 @@ class LayoutFollower:
         admin client's own connection: behind the follower's long-poll fetch,
         a broker answers only when that fetch completes. The end can be low
         (see :meth:`_fetched_end`)."""
-        def listed(spec: OffsetSpec) -> int:
-            specs = {TopicPartition(self.topic, 0, 0): spec}
-            return int(next(iter(self._admin.list_offsets(specs, request_timeout=timeout).values())).result().offset)
-
-        try:
-            end = listed(OffsetSpec.latest())
-            low = listed(OffsetSpec.earliest())
-        except KafkaException as e:
-            raise translate(e, f"reading the end of layout log {self.topic}") from e
+        reader, tp = self._reader_for(), (self.topic, 0)
+        # (Through the reader: it asks again with fresh metadata after a leader change.)
+        end = reader.listed_end_offsets([tp], timeout)[tp]
+        low = reader.start_offsets([tp], timeout)[tp]
         return low, end
 
     def _fetched_end(self, timeout: float) -> int:

@@ -356,7 +356,11 @@ class LayoutAdmin:
         :class:`ConcurrentLayoutChangeError` before anything changes; two
         callers that expect the same epoch cannot both apply (the layout log's
         first claim of the next epoch wins). The same keyword on
-        :meth:`shrink` and :meth:`retire`.
+        :meth:`shrink` and :meth:`retire`. It also makes a retry safe: when
+        an expand failed without an acknowledgement (e.g. the layout log's
+        leader failed) although its record was written, the same call with
+        the same ``expected_epoch`` on the same admin finds its own change as
+        the topic's latest and returns it without applying it again.
         """
         return self.expand_with_report(
             topic, partitions, max_partitions=max_partitions,
@@ -380,6 +384,15 @@ class LayoutAdmin:
         per partition that became undeleted. An election that cannot run
         (e.g. the broker lacks ElectLeaders) is reported as failed results,
         not raised: the expansion was applied (``result.ok`` is False)."""
+        done = self._own_retry(topic, expected_epoch, "expand", partitions)
+        if done is not None:
+            prev, layout = done
+            xp = ExpansionPlan(topic=topic, current=prev, target=layout,
+                               physical_partitions=layout.physical_partitions,
+                               reused_draining=frozenset(), reused_spares=frozenset(), placement=None,
+                               spares=frozenset(range(layout.partitions, layout.physical_partitions)) - layout.draining)
+            elections = self._replicas.elect_reporting(topic, xp.undeleted) if elect_leaders else {}
+            return ExpansionResult(layout, xp, elections)
         xp = self._plan_expansion(topic, partitions, max_partitions, min_required_replication_factor,
                                   ignore_racks, read_cluster=False)
         self._check_epoch(xp.current, expected_epoch, "expand")
@@ -430,6 +443,25 @@ class LayoutAdmin:
         cur = self.layout(topic)
         self._check_epoch(cur, expected_epoch, "shrink")
         return self._append(cur.shrunk(partitions), "shrink")
+
+    def _own_retry(self, topic: str, expected: Optional[int], op: str,
+                   partitions: int) -> Optional[Tuple[Layout, Layout]]:
+        """When ``op`` to ``partitions`` from epoch ``expected`` is already the
+        topic's latest change, written by this admin, returns (the layout it
+        was decided on, the layout it made): a retry of a call whose append
+        failed (no acknowledgement: the layout log's leader failed, or the
+        timeout ran out) although its record was written. ``None`` otherwise."""
+        if expected is None or isinstance(expected, bool) or not isinstance(expected, int):
+            return None
+        cur = self.layout(topic)
+        if cur.epoch != expected + 1:
+            return None
+        last = self.history.changes(topic)[-1]
+        if last.layout != cur or last.op != op or last.admin_id != self.admin_id or cur.partitions != partitions:
+            return None
+        log.info("%s of %s to %d partitions from epoch %d was already applied by this admin (layout-log offset %d; "
+                 "its acknowledgement was lost): not applied again", op, topic, partitions, expected, last.offset)
+        return self.history.layout(topic, expected), cur
 
     @staticmethod
     def _check_epoch(cur: Layout, expected: Optional[int], op: str) -> None:
