@@ -289,7 +289,8 @@ def test_a_registration_whose_leader_dies_before_acknowledging_counts_once(
     the layout log's leader is SIGKILLed before acknowledging it. The
     producer's append times out (``ordered.metadata.timeout.ms`` below the
     failover time), the switch is retried by its next send and lands on the
-    new leader: the log then holds the registration twice. It counts once
+    new leader (or the writer's own retry does, when the failover is quicker):
+    the log then holds the registration twice. It counts once
     (one registration of that epoch, one gate per target partition), the
     producer switches, and the group gets every acknowledged record exactly
     once and in order."""
@@ -318,10 +319,11 @@ def test_a_registration_whose_leader_dies_before_acknowledging_counts_once(
             reader.drain(oracle)
     finally:
         _restart(cluster, killer.victim if killer is not None else None)
-    # The first attempt timed out and was retried by the producer: two records for one registration.
-    assert load.registration_errors, "the registration's append did not fail: the kill missed it"
+    # The first attempt's record is in the log, and so is its retry (the producer's next switch after the
+    # append timed out, or, when a new leader was elected within the timeout, the writer's own retry).
     raw = _raw_registrations(bootstrap, layout_topic, topic, "reg-p", 2)
-    assert len(raw) >= 2, f"expected the registration in the log more than once (first attempt + retry): {raw}"
+    assert len(raw) >= 2, (f"expected the registration in the log more than once (first attempt + retry): {raw}; "
+                           f"{len(load.registration_errors)} failed switch(es)")
     history = admin.sync()
     regs = [r for r in history.registrations(topic) if r.producer_id == "reg-p" and r.epoch == 2]
     assert len(regs) == 1, f"the registration counts {len(regs)} times: {regs}"
