@@ -482,13 +482,14 @@ class KafkaCluster:
                     code = None if n.proc is None else n.proc.returncode
                     raise BrokerUnavailableError(
                         f"Apache Kafka node {i} exited with code {code} during start-up:\n{self.log_tail(i)}")
+                left = deadline - time.monotonic()
                 try:
-                    md = admin.list_topics(timeout=1.0)
+                    md = admin.list_topics(timeout=max(0.05, min(1.0, left)))
                     if n.node_id in md.brokers:
                         break
                 except Exception:  # not listening yet
                     pass
-                if time.monotonic() > deadline:
+                if time.monotonic() >= deadline:
                     raise BrokerUnavailableError(
                         f"Apache Kafka node {i} ({self.host}:{n.port}) did not answer Metadata within "
                         f"{timeout:.0f} s:\n{self.log_tail(i)}")
