@@ -122,6 +122,7 @@ def topic_exists(admin: AdminClient, topic: str, timeout: float) -> bool:
 #: retried after a refresh until the caller's timeout.
 _STALE_METADATA = frozenset({
     KafkaError._NOENT,
+    KafkaError._UNKNOWN_PARTITION,  # partitions an expansion just created, not yet in the client's metadata
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.FENCED_LEADER_EPOCH,
@@ -332,6 +333,8 @@ class OffsetReader:
                             fetched.add(tp)
                         elif err.code() == KafkaError._PARTITION_EOF:
                             ends[tp] = int(m.offset() or 0)
+                        elif err.code() == KafkaError._UNKNOWN_PARTITION:
+                            continue  # new partitions: a renewed consumer learns them (see _renew)
                         elif for_code(err.code()) is UnknownTopicError:
                             raise UnknownTopicError(f"{m.topic()}: {err.str()}", code=err.code())
                         elif err.fatal() or not err.retriable():
@@ -391,6 +394,8 @@ class OffsetReader:
                                 done = True
                         elif err.code() == KafkaError._PARTITION_EOF:
                             done = True
+                        elif err.code() == KafkaError._UNKNOWN_PARTITION:
+                            continue  # new partitions: a renewed consumer learns them (see _renew)
                         elif for_code(err.code()) is UnknownTopicError:
                             raise UnknownTopicError(f"{topic}: {err.str()}", code=err.code())
                         elif err.fatal() or not err.retriable():

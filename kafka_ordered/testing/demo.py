@@ -202,7 +202,10 @@ def _producer_worker(a: argparse.Namespace) -> int:
             sys.stderr.write(f"{e}\n")
         except (KafkaException, BufferError, ValueError, TypeError):
             refused["n"] += 1
-        producer.poll(0)
+        try:
+            producer.poll(0)
+        except RegistrationError as e:  # as above: poll also drives the switch
+            sys.stderr.write(f"{e}\n")
 
     out.write("#ready\n")
     out.flush()
