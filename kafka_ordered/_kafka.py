@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, Resou
 
 from . import _credentials
 from .config import internal_config
-from .errors import BrokerUnavailableError, UnknownTopicError, for_code, translate
+from .errors import BrokerUnavailableError, KafkaOrderedError, UnknownTopicError, for_code, translate
 
 log = logging.getLogger("kafka_ordered.offsets")
 
@@ -97,6 +97,24 @@ def partition_count(admin: AdminClient, topic: str, timeout: float) -> int:
     if tm.error is not None:
         raise translate(KafkaException(tm.error), f"reading metadata of {topic}")
     return len(tm.partitions)
+
+
+def wait_for_partitions(admin: AdminClient, topic: str, count: int, timeout: float) -> None:
+    """Return once Metadata shows at least ``count`` partitions of ``topic``
+    in three answers in a row: on a multi-broker cluster each broker learns a
+    new topic (or new partitions) on its own, and the next one asked may not
+    know it yet. Raises :class:`KafkaOrderedError` when ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while time.monotonic() < deadline:
+        try:
+            seen = seen + 1 if partition_count(admin, topic, timeout) >= count else 0
+        except UnknownTopicError:
+            seen = 0
+        if seen >= 3:
+            return
+        time.sleep(0.05)
+    raise KafkaOrderedError(f"topic {topic} did not show {count} partitions in metadata within {timeout:g} s")
 
 
 def cleanup_policy(admin: AdminClient, topic: str, timeout: float) -> Optional[str]:

@@ -56,6 +56,22 @@ def spare(physical: int) -> Optional[int]:
     return physical if on_embedded_broker() else None
 
 
+def create_plain_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = -1,
+                       config: Optional[Dict[str, str]] = None, timeout: float = 30.0) -> None:
+    """Create an unmanaged topic and return once every broker asked shows all
+    its partitions: on a 3-node cluster CreateTopics returns before each
+    broker's metadata knows the topic, and the next client to ask may be told
+    it does not exist."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kafka_ordered._kafka import wait_for_partitions
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    new = NewTopic(topic, partitions, replication_factor, config=dict(config or {}))
+    admin.create_topics([new], request_timeout=timeout)[topic].result(timeout)
+    wait_for_partitions(admin, topic, partitions, timeout)
+
+
 @pytest.fixture(scope="session")
 def kafka_cluster() -> Iterator[Optional[KafkaCluster]]:
     """The session's Apache Kafka cluster (3 nodes, replication factor 3,

@@ -22,7 +22,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import NewPartitions, NewTopic
 
 from .. import _log
-from .._kafka import partition_count, to_controller, topic_exists
+from .._kafka import partition_count, to_controller, topic_exists, wait_for_partitions
 from ..config import internal_config, split_config
 from ..errors import (
     BrokerUnavailableError,
@@ -811,20 +811,7 @@ class LayoutAdmin:
     # -- physical partitions
 
     def _wait_partitions(self, topic: str, count: int) -> None:
-        """Wait until Metadata shows ``count`` partitions of ``topic``, in
-        three answers in a row: on a multi-broker cluster each broker learns
-        a new topic on its own, and the next one asked may not know it yet."""
-        deadline = time.monotonic() + self.timeout
-        seen = 0
-        while time.monotonic() < deadline:
-            try:
-                seen = seen + 1 if partition_count(self._admin, topic, self.timeout) >= count else 0
-            except UnknownTopicError:
-                seen = 0
-            if seen >= 3:
-                return
-            time.sleep(0.05)
-        raise KafkaOrderedError(f"topic {topic} did not show {count} partitions in metadata within the timeout")
+        wait_for_partitions(self._admin, topic, count, self.timeout)
 
     @staticmethod
     def _no_create_partitions(xp: ExpansionPlan, code: Optional[int]) -> UnsupportedBrokerApiError:

@@ -7,7 +7,6 @@ from typing import Any, Callable, Dict
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_ordered import (
     BrokerUnavailableError,
@@ -26,12 +25,8 @@ from kafka_ordered import (
     partition_for,
 )
 from kafka_ordered.cli import main as cli_main
-from kafka_ordered.history import encode_layout
 
-
-def _create_plain_topic(bootstrap: str, topic: str, partitions: int, config: Dict[str, str] = {}) -> None:
-    a = AdminClient({"bootstrap.servers": bootstrap})
-    a.create_topics([NewTopic(topic, partitions, -1, config=dict(config))])[topic].result()
+from ..conftest import create_plain_topic
 
 
 def test_lifecycle_round_trips_through_a_fresh_admin(admin: LayoutAdmin, ordered_config: Dict[str, Any], topic: str) -> None:
@@ -61,7 +56,7 @@ def test_lifecycle_round_trips_through_a_fresh_admin(admin: LayoutAdmin, ordered
 def test_adopt_keeps_every_key_where_the_default_partitioner_put_it(
     admin: LayoutAdmin, bootstrap: str, topic: str
 ) -> None:
-    _create_plain_topic(bootstrap, topic, 3)
+    create_plain_topic(bootstrap, topic, 3)
     p = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
     placed: Dict[bytes, int] = {}
     for i in range(300):
@@ -81,7 +76,7 @@ def test_adopt_detects_crc32_of_default_confluent_producers(
     """confluent-kafka's default partitioner (consistent_random) hashes with
     CRC32: adopt must detect it, not assume murmur2 (which moved 203 of 300
     sampled keys)."""
-    _create_plain_topic(bootstrap, topic, 3)
+    create_plain_topic(bootstrap, topic, 3)
     p = Producer({"bootstrap.servers": bootstrap})  # librdkafka's default partitioner
     placed: Dict[bytes, int] = {}
     for i in range(300):
@@ -94,12 +89,12 @@ def test_adopt_detects_crc32_of_default_confluent_producers(
 
 def test_adopt_refuses_when_it_cannot_tell(admin: LayoutAdmin, bootstrap: str, unique: Callable[[str], str]) -> None:
     empty = unique("empty")
-    _create_plain_topic(bootstrap, empty, 3)
+    create_plain_topic(bootstrap, empty, 3)
     with pytest.raises(HashDetectionError, match="0 keyed record"):
         admin.adopt(empty)
     assert admin.adopt(empty, hash="murmur2").hash == "murmur2"  # explicit: no detection
     scattered = unique("scattered")
-    _create_plain_topic(bootstrap, scattered, 3)
+    create_plain_topic(bootstrap, scattered, 3)
     p = Producer({"bootstrap.servers": bootstrap})
     for i in range(60):
         p.produce(scattered, b"v", f"k{i}".encode(), partition=i % 3)  # explicit partitions: no hash fits
@@ -185,7 +180,7 @@ def test_unknown_and_unmanaged_topics(admin: LayoutAdmin, bootstrap: str, unique
     with pytest.raises(UnknownTopicError, match="does not exist"):
         admin.expand(unique("missing"), 5)
     plain = unique("plain")
-    _create_plain_topic(bootstrap, plain, 2)
+    create_plain_topic(bootstrap, plain, 2)
     with pytest.raises(TopicNotManagedError, match="adopt"):
         admin.describe(plain)
     with pytest.raises(UnknownTopicError):
@@ -193,7 +188,7 @@ def test_unknown_and_unmanaged_topics(admin: LayoutAdmin, bootstrap: str, unique
 
 
 def test_create_existing_topic_points_to_adopt(admin: LayoutAdmin, bootstrap: str, topic: str) -> None:
-    _create_plain_topic(bootstrap, topic, 2)
+    create_plain_topic(bootstrap, topic, 2)
     with pytest.raises(TopicAlreadyManagedError, match="adopt"):
         admin.create_topic(topic, 2)
 
@@ -239,11 +234,11 @@ def test_newer_record_version_is_refused(admin: LayoutAdmin, ordered_config: Dic
 
 def test_layout_log_that_can_lose_records_is_refused(bootstrap: str, unique: Callable[[str], str]) -> None:
     multi = unique("_bad_log")
-    _create_plain_topic(bootstrap, multi, 3)
+    create_plain_topic(bootstrap, multi, 3)
     with pytest.raises(UnsafeLayoutLogError, match="exactly one"):
         LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": multi})
     finite = unique("_bad_log")
-    _create_plain_topic(bootstrap, finite, 1, {"retention.ms": "60000"})
+    create_plain_topic(bootstrap, finite, 1, config={"retention.ms": "60000"})
     with pytest.raises(UnsafeLayoutLogError, match="retention.ms=60000"):
         LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": finite})
 

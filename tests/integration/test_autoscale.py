@@ -24,6 +24,7 @@ from kafka_ordered.errors import (
 from kafka_ordered.testing import OrderingOracle, encode_value
 
 from .. import cli_json_schema as schema_doc
+from ..conftest import create_plain_topic
 
 SCHEMAS, DEFS = schema_doc.load()
 
@@ -63,9 +64,7 @@ def test_bad_input_is_a_clear_error_at_start_and_changes_nothing(
     with pytest.raises(UnknownTopicError):
         start(unique("nope"), _policy(group))
     plain = unique("plain")
-    from confluent_kafka.admin import AdminClient, NewTopic
-    ac = AdminClient({"bootstrap.servers": ordered_config["bootstrap.servers"]})
-    ac.create_topics([NewTopic(plain, 2, 1)])[plain].result()
+    create_plain_topic(ordered_config["bootstrap.servers"], plain, 2, 1)
     with pytest.raises(TopicNotManagedError):
         start(plain, _policy(group))
     with pytest.raises(ConfigError, match="group no-such-group-.* does not exist"):

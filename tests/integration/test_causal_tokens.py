@@ -28,7 +28,7 @@ from kafka_ordered.records import encode_layout
 from kafka_ordered.tokens import HEADER, decode
 
 from .support import read_all
-from ..conftest import spare
+from ..conftest import create_plain_topic, spare
 
 KEYS = [f"key-{i:04d}".encode() for i in range(200)]
 # A connection setting that changes nothing but gives a client its own
@@ -283,10 +283,7 @@ def test_a_protocol_1_log_is_refused_until_upgraded(
     bootstrap: str, layout_topic: str, topic: str, ordered_config: Dict[str, Any], group_config: Dict[str, Any],
     capsys: pytest.CaptureFixture,
 ) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    a = AdminClient({"bootstrap.servers": bootstrap})
-    a.create_topics([NewTopic(topic, 4, 1)])[topic].result()
+    create_plain_topic(bootstrap, topic, 4, 1)
     _v1_log(bootstrap, layout_topic, topic)
     before = _log.active_count()
     with OrderedProducer(ordered_config) as unstarted:  # construction reads no log (issue 27)...

@@ -15,7 +15,6 @@ from typing import Any, Callable, Dict, List, Set, Union
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_ordered import LayoutAdmin, OrderedProducer
 from kafka_ordered.admin import ElectionResult
@@ -23,6 +22,7 @@ from kafka_ordered.cli import main
 from kafka_ordered.testing import BOOTSTRAP_ENV
 
 from .. import cli_json_schema as schema_doc
+from ..conftest import create_plain_topic
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS, DEFS = schema_doc.load()
@@ -60,8 +60,7 @@ def test_every_command_output_matches_its_documented_schema(
     assert created["placement"] is not None
 
     plain = unique("plain")
-    raw_admin = AdminClient({"bootstrap.servers": bootstrap})  # referenced until the future resolves
-    raw_admin.create_topics([NewTopic(plain, 2, 1)])[plain].result()
+    create_plain_topic(bootstrap, plain, 2, 1)
     p = Producer({"bootstrap.servers": bootstrap})
     for i in range(40):
         p.produce(plain, b"v", f"k{i}".encode())

@@ -10,7 +10,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from kafka.structs import TopicPartition
 
 from kafka_ordered import ConfigError, PartitionOverrideError
@@ -21,7 +21,7 @@ from kafka_ordered.layout import Layout
 from kafka_ordered.listener import PartitionKeyRebalanceListener
 from kafka_ordered.testing import OrderingOracle, encode_value
 
-from ..conftest import spare
+from ..conftest import create_plain_topic, spare
 
 KEYS = [b"key-%03d" % i for i in range(40)]
 
@@ -87,8 +87,7 @@ def test_forced_settings_aliases_and_partition_override(bootstrap: str, layout_a
 
     managed, plain = unique("managed"), unique("plain")
     layout_admin.create_topic(managed, 2, 4)
-    plain_admin = AdminClient({"bootstrap.servers": bootstrap})
-    plain_admin.create_topics([NewTopic(plain, 3, 1)])[plain].result()
+    create_plain_topic(bootstrap, plain, 3, 1)
     enc: Callable[[Optional[str]], Optional[bytes]] = lambda s: None if s is None else s.encode()
     p = make_producer(ordered_producer_id=unique("stable"), key_serializer=enc, value_serializer=enc)
     assert p.stable_id and p.producer.config["acks"] == -1 and p.producer.config["enable_idempotence"]
@@ -210,8 +209,7 @@ def test_callback_sending_during_a_switch_does_not_deadlock(
         unique: Callable[[str], str], bootstrap: str) -> None:
     layout_admin.create_topic(topic, 2, spare(8))
     side = unique("side")  # an unmanaged topic
-    side_admin = AdminClient({"bootstrap.servers": bootstrap})
-    side_admin.create_topics([NewTopic(side, 1, 1)])[side].result()
+    create_plain_topic(bootstrap, side, 1, 1)
     # Records linger until a flush: the tests decide when callbacks fire.
     p = make_producer(linger_ms=10_000)
     p.send(topic, key=KEYS[0], value=b"warm")
@@ -556,15 +554,15 @@ def test_rejoin_after_partitions_are_added_completes_between_polls(
 
     layout_admin.create_topic(topic, 2)
     plain_topic = unique("plain")
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(plain_topic, 2)])[plain_topic].result(30)
+    create_plain_topic(bootstrap, plain_topic, 2)
     plain = closing(KafkaConsumer(plain_topic, bootstrap_servers=bootstrap, group_id=unique("group"),
                                   metadata_max_age_ms=1000, **group_settings_kafka_python))
     member = make_consumer(topic, metadata_max_age_ms=1000)
     _poll_until_assigned({plain: TopicPartition(plain_topic, 1), member: TopicPartition(topic, 1)}, 15)
     assert member.assignment() == {TopicPartition(topic, p) for p in (0, 1)}
 
-    admin.create_partitions([NewPartitions(plain_topic, 3)])[plain_topic].result(30)
+    raw_admin = AdminClient({"bootstrap.servers": bootstrap})  # referenced until the future resolves
+    raw_admin.create_partitions([NewPartitions(plain_topic, 3)])[plain_topic].result(30)
     layout_admin.expand(topic, 3)
     _poll_until_assigned({plain: TopicPartition(plain_topic, 2), member: TopicPartition(topic, 2)}, 15)
     assert member.assignment() == {TopicPartition(topic, p) for p in (0, 1, 2)}, "the wrapper never took partition 2"

@@ -18,12 +18,11 @@ from kafka_ordered import (
     PartitionOverrideError,
     RegistrationError,
     partition_for,
-    transition_sources,
 )
 from kafka_ordered.testing import EmbeddedBroker
 
 from .support import produce_keys, read_all
-from ..conftest import spare
+from ..conftest import create_plain_topic, spare
 
 KEYS = [f"key-{i:04d}".encode() for i in range(400)]
 
@@ -98,12 +97,10 @@ def test_threshold_check_catches_a_low_end_offset(bootstrap: str, embedded: bool
     and a gate built from it would let moved keys overtake their last
     records. The OffsetReader used by registrations returns the true end."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import NewTopic
 
     from kafka_ordered._kafka import OffsetReader
 
-    a = AdminClient({"bootstrap.servers": bootstrap})
-    a.create_topics([NewTopic(topic, 1, -1)])[topic].result()
+    create_plain_topic(bootstrap, topic, 1)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
     for i in range(100):
         p.produce(topic, b"x", partition=0)
@@ -113,6 +110,7 @@ def test_threshold_check_catches_a_low_end_offset(bootstrap: str, embedded: bool
         assert reader.end_offsets([(topic, 0)]) == {(topic, 0): 100}
     finally:
         reader.close()
+    a = AdminClient({"bootstrap.servers": bootstrap})
     listed = next(iter(a.list_offsets({TopicPartition(topic, 0): OffsetSpec.latest()}).values())).result().offset
     if embedded:
         assert listed < 100
@@ -221,8 +219,6 @@ def test_explicit_partition_refused_and_unmanaged_passthrough(
     admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], bootstrap: str, topic: str,
     unique: Callable[[str], str],
 ) -> None:
-    from confluent_kafka.admin import NewTopic
-
     admin.create_topic(topic, 2, physical_partitions=4)
     producer = make_producer()
     with pytest.raises(PartitionOverrideError, match="per-key ordering"):
@@ -231,8 +227,7 @@ def test_explicit_partition_refused_and_unmanaged_passthrough(
     for _ in range(40):
         producer.produce(topic, b"unkeyed")
     plain = unique("plain")
-    a = AdminClient({"bootstrap.servers": bootstrap})
-    a.create_topics([NewTopic(plain, 3, -1)])[plain].result()
+    create_plain_topic(bootstrap, plain, 3)
     producer.produce(plain, b"v", b"k", partition=2)  # unmanaged: anything goes
     assert producer.flush(10) == 0
     records = read_all(bootstrap, topic, 4)

@@ -9,13 +9,11 @@ values. Apache Kafka only (``KAFKA_ORDERED_BROKER=kafka``)."""
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from kafka_ordered import LayoutAdmin, OrderedProducer
 from kafka_ordered.admin import _cluster
@@ -23,6 +21,7 @@ from kafka_ordered.testing import KafkaCluster
 from kafka_ordered.testing._cluster import kafka_classpath
 
 from .support import read_all
+from ..conftest import create_plain_topic
 
 JAVA_PRODUCER = Path(__file__).with_name("java") / "DefaultPartitionerProducer.java"
 
@@ -81,11 +80,6 @@ def test_retired_partitions_lose_their_records_and_a_later_expand_reuses_them(
     assert grown.layout.physical_partitions == 6 and _broker_partition_count(bootstrap, topic) == 6
 
 
-def _plain_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions)])[topic].result(30)
-
-
 def _where_the_broker_has_them(bootstrap: str, topic: str, partitions: int) -> Dict[bytes, int]:
     return {m.key(): p for p, msgs in read_all(bootstrap, topic, partitions, timeout=30).items() for m in msgs}
 
@@ -93,7 +87,7 @@ def _where_the_broker_has_them(bootstrap: str, topic: str, partitions: int) -> D
 def test_adopt_of_a_topic_written_by_java_default_producers_moves_no_key(
         cluster_or_skip: KafkaCluster, admin: LayoutAdmin, bootstrap: str, topic: str,
         closing: Callable[[Any], Any], ordered_config: Dict[str, Any]) -> None:
-    _plain_topic(bootstrap, topic, 5)
+    create_plain_topic(bootstrap, topic, 5)
     java = subprocess.run(["java", "-cp", kafka_classpath(), str(JAVA_PRODUCER), bootstrap, topic, "200"],
                           capture_output=True, text=True, timeout=180)
     assert java.returncode == 0, java.stderr[-2000:]
@@ -108,7 +102,7 @@ def test_adopt_of_a_topic_written_by_java_default_producers_moves_no_key(
 def test_adopt_of_a_topic_written_by_murmur2_random_producers_moves_no_key(
         cluster_or_skip: KafkaCluster, admin: LayoutAdmin, bootstrap: str, topic: str,
         closing: Callable[[Any], Any], ordered_config: Dict[str, Any]) -> None:
-    _plain_topic(bootstrap, topic, 3)
+    create_plain_topic(bootstrap, topic, 3)
     p = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
     for i in range(200):
         p.produce(topic, b"v", f"k{i}".encode())

@@ -14,10 +14,10 @@ from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_ordered.admin import LayoutAdmin
 from kafka_ordered.tokens import strip
+from ..conftest import create_plain_topic
 
 pytestmark = pytest.mark.usefixtures("builtin_kafka")
 
@@ -54,8 +54,7 @@ def data(bootstrap: str, embedded: bool, unique: Callable[[str], str], layout_to
     managed, plain = unique("par-m"), unique("par-p")
     with LayoutAdmin(conf) as admin:
         admin.create_topic(managed, PARTITIONS, physical_partitions=PARTITIONS, config=KEEP_OLD_RECORDS)
-    ac = AdminClient({"bootstrap.servers": bootstrap})
-    ac.create_topics([NewTopic(plain, PARTITIONS, 1, config=KEEP_OLD_RECORDS)])[plain].result()
+    create_plain_topic(bootstrap, plain, PARTITIONS, 1, config=KEEP_OLD_RECORDS)
     _fill(bootstrap, managed, embedded)
     _fill(bootstrap, plain, embedded)
     yield {"managed": managed, "plain": plain, "bootstrap": bootstrap, "layout": layout_topic}
@@ -217,10 +216,9 @@ def test_sinks_on_a_plain_topic_with_topic_and_partition_columns(
     like it (``kafka.partitioner=murmur2_random``; librdkafka's default is
     ``consistent_random``). The layout log must exist all the same
     (``data`` creates it)."""
-    ac = AdminClient({"bootstrap.servers": bootstrap})
     theirs_t, ours_t = unique("plain-k"), unique("plain-o")
     for t in (theirs_t, ours_t):
-        ac.create_topics([NewTopic(t, 4, 1)])[t].result()
+        create_plain_topic(bootstrap, t, 4, 1)
     rows = [(f"k{i}", f"v{i}".encode(), i % 4 if i % 3 == 0 else None) for i in range(120)]
     df = spark.createDataFrame(rows, "key string, value binary, partition int")
     df.selectExpr("*", f"'{theirs_t}' AS topic").write.format("kafka") \

@@ -20,7 +20,7 @@ from spark_connector.options import parse_options
 from spark_connector.planning import from_json
 from spark_connector.source import KafkaOrderedStreamReader, kafka_schema
 
-from ..conftest import spare
+from ..conftest import create_plain_topic, spare
 from .conftest import BatchSink
 
 PLAIN_PARTITIONS = 3
@@ -51,9 +51,7 @@ def plain(bootstrap: str, unique: Callable[[str], str], managed: str) -> str:
     log that does not know it), ``PLAIN_RECORDS`` records spread over its
     partitions, values ``b"<partition>:<n>"`` numbered per partition."""
     topic = unique("plain")
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    fs = admin.create_topics([NewTopic(topic, PLAIN_PARTITIONS, 1)], request_timeout=10)
-    fs[topic].result()
+    create_plain_topic(bootstrap, topic, PLAIN_PARTITIONS, 1)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 3})
     for i in range(PLAIN_RECORDS):
         part = i % PLAIN_PARTITIONS

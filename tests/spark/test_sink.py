@@ -24,6 +24,7 @@ from spark_connector.options import parse_sink_options
 from spark_connector.writing import NullTopicError, ProducerPool, write_batches
 
 from .conftest import LayoutNaiveWriter, SeqProducers, read_ordered
+from ..conftest import create_plain_topic
 
 KEYS = [f"key-{i}".encode() for i in range(24)]
 
@@ -215,10 +216,7 @@ def test_write_errors_are_clear(spark: Any, managed: Dict[str, Any], bootstrap: 
             .options(**opts).mode("overwrite").save()
 
     plain = unique("plain")
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    ac = AdminClient({"bootstrap.servers": bootstrap})
-    ac.create_topics([NewTopic(plain, 4, 1)])[plain].result()
+    create_plain_topic(bootstrap, plain, 4, 1)
     unmanaged = {**opts, "topic": plain}
     two = spark.createDataFrame([("a", "1", 3), ("b", "2", None)], "key string, value string, partition int")
     with pytest.raises(Exception, match=f"topic {plain} is not managed by kafka-ordered"):
