@@ -74,12 +74,14 @@ class ConsumerPort(Protocol):
 class ProducerPort(Protocol):
     """The producer operations the registering core drives."""
 
-    def send(self, topic: str, partition: Optional[int], item: Any, stamp: Optional[Stamp] = None) -> Any:
+    def send(self, topic: str, partition: Optional[int], item: Any, stamp: Optional[Stamp] = None,
+             on_done: Optional[Callable[[bool], None]] = None) -> Any:
         """Enqueue one record (``item`` is whatever the adapter buffered) with
         an explicit partition (``None``: the client chooses); with ``stamp``,
         add its header (replacing one of the same name) and call its
-        ``acked`` when the record is acknowledged. Raises what the client
-        raises when it refuses the record locally."""
+        ``acked`` when the record is acknowledged; call ``on_done(True)`` then,
+        or ``on_done(False)`` when its delivery failed (from any thread).
+        Raises what the client raises when it refuses the record locally."""
 
     def flush(self, timeout: float) -> int:
         """Wait up to ``timeout`` seconds for records in flight; returns how

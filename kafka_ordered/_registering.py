@@ -136,6 +136,9 @@ class RegisteringCore:
         self.tombstones: bool = opts["ordered.tombstones"]
         #: Move tombstones still due, per compacted topic (see :mod:`kafka_ordered.tombstones`).
         self.moves: Dict[str, MoveTombstones] = {}
+        #: Move tombstones whose key's new record is acknowledged, to send
+        #: (appended by acknowledgements on client threads; deque ops are atomic).
+        self.tombstones_due: Deque[Tuple[str, bytes, List[int], MoveTombstones]] = collections.deque()
         self.follower.add_listener(self.refresh_states)
 
     @property
@@ -362,25 +365,56 @@ class RegisteringCore:
 
     def send_keyed(self, topic: str, st: TopicState, key: bytes, item: Any) -> Any:
         """Send a keyed record under the current layout, stamped when the
-        partition still needs it; then, on a compacted topic, the key's move
-        tombstones that are due (after the record: a key is never deleted
-        before its new value was sent)."""
+        partition still needs it. On a compacted topic the key's move
+        tombstones that are due go out once the record is acknowledged (a
+        key's old value is never deleted unless its new value is written: the
+        record may still fail, or the process die); inside a transaction right
+        after it, since the two commit or abort together."""
+        if self.tombstones_due:
+            self.send_due_tombstones()
         partition = st.route.fn(key)
-        if partition in st.route.stamp:
-            with self._stamp_lock:
-                offset = self.stamps.stamp(topic, partition)
-            if offset is not None:
-                stamp = Stamp(encode(self.follower.log_id, offset), self._acker(topic, st, partition, offset))
-                result = self.port.send(topic, partition, item, stamp)
+        if partition not in st.route.stamp:
+            return self.port.send(topic, partition, item)
+        stamp: Optional[Stamp] = None
+        with self._stamp_lock:
+            offset = self.stamps.stamp(topic, partition)
+        if offset is not None:
+            stamp = Stamp(encode(self.follower.log_id, offset), self._acker(topic, st, partition, offset))
+        moves = self.moves.get(topic)
+        due = moves.due(key, partition) if moves is not None else []
+        if not due:
+            return self.port.send(topic, partition, item, stamp)
+        assert moves is not None
+        entry = (topic, key, due, moves)
+
+        def done(written: bool) -> None:
+            if written:
+                self.tombstones_due.append(entry)
             else:
-                result = self.port.send(topic, partition, item)
-            moves = self.moves.get(topic)
-            if moves is not None:
-                due = moves.due(key, partition)
-                if due:
-                    self._send_tombstones(topic, key, due, moves)
-            return result
-        return self.port.send(topic, partition, item)
+                moves.retry(key)  # type: ignore[union-attr]
+
+        try:
+            if self.transactional and self.in_transaction:
+                result = self.port.send(topic, partition, item, stamp)
+                self._send_tombstones(topic, key, due, moves)
+                return result
+            return self.port.send(topic, partition, item, stamp, done)
+        except BaseException:
+            moves.retry(key)
+            raise
+
+    def send_due_tombstones(self) -> int:
+        """Send the move tombstones whose key's new record is acknowledged by
+        now; returns how many were sent. Callers flush them: the layout
+        switch's flush does (a tombstone must never land in a partition after
+        its key moved back there), and so do the adapters' ``flush``."""
+        sent = 0
+        due = self.tombstones_due
+        while due:
+            topic, key, partitions, moves = due.popleft()
+            self._send_tombstones(topic, key, partitions, moves)
+            sent += len(partitions)
+        return sent
 
     def _track_moves(self, topic: str, target: Layout, compacted: bool) -> None:
         """After a switch to ``target``: on a compacted topic whose earlier
@@ -389,19 +423,16 @@ class RegisteringCore:
         self.moves.pop(topic, None)
         if not compacted:
             return
-        earlier = [lay for lay in self.follower.history.layouts(topic) if lay.epoch < target.epoch]
-        moves = MoveTombstones(earlier, target)
-        if moves.active:
+        moves = MoveTombstones.after_switch(self.follower.history, topic, target)
+        if moves is not None:
             self.moves[topic] = moves
 
     def _send_tombstones(self, topic: str, key: bytes, partitions: List[int], moves: MoveTombstones) -> None:
         """The move tombstones of ``key``: marked (ordered consumers hide them)
         and stamped with the layout's log offset (so that the consumers'
         per-record paths hand them to the path that hides them)."""
-        changes = self.follower.history.changes(topic)
-        at = next((c.offset for c in reversed(changes) if c.layout.epoch == moves.epoch), changes[-1].offset)
         headers = [(MOVED_HEADER, str(moves.epoch).encode("ascii")),
-                   (STAMP_HEADER, encode(self.follower.log_id, at))]
+                   (STAMP_HEADER, encode(self.follower.log_id, moves.stamp_offset))]
         for q in partitions:
             self.port.send_tombstone(topic, q, key, headers)
 
@@ -461,8 +492,13 @@ class RegisteringCore:
         return left
 
     def _flush_all(self, deadline: float) -> None:
-        while self.port.flush(min(1.0, self._remaining(deadline))) > 0:
-            pass
+        """Flush everything in flight, move tombstones its acknowledgements
+        made due included."""
+        while True:
+            while self.port.flush(min(1.0, self._remaining(deadline))) > 0:
+                pass
+            if not self.send_due_tombstones():
+                return
 
     def finish_switches(self, timeout: Optional[float]) -> None:
         """Complete pending switches of topics with buffered records (flush/close)."""

@@ -95,10 +95,18 @@ def _new_client(cls: Callable[[Dict[str, Any]], _C], conf: Dict[str, Any], compo
 _Item = Tuple[Any, Any, Optional[Callable[..., None]], int, Any]  # value, key, callback, timestamp, headers
 
 
-def _stamped_callback(cb: Optional[Callable[..., None]], acked: Callable[[], None]) -> Callable[..., None]:
+def _acked_callback(cb: Optional[Callable[..., None]], acked: Callable[[], None]) -> Callable[..., None]:
     def delivered(err: Any, msg: Any) -> None:
         if err is None:
             acked()
+        if cb is not None:
+            cb(err, msg)
+    return delivered
+
+
+def _done_callback(cb: Optional[Callable[..., None]], done: Callable[[bool], None]) -> Callable[..., None]:
+    def delivered(err: Any, msg: Any) -> None:
+        done(err is None)
         if cb is not None:
             cb(err, msg)
     return delivered
@@ -117,12 +125,15 @@ class _ProducerPort:
         self.producer = producer
         self.produce = producer.produce
 
-    def send(self, topic: str, partition: Optional[int], item: _Item, stamp: Optional[Stamp] = None) -> None:
+    def send(self, topic: str, partition: Optional[int], item: _Item, stamp: Optional[Stamp] = None,
+             on_done: Optional[Callable[[bool], None]] = None) -> None:
         value, key, cb, timestamp, headers = item
         p = -1 if partition is None else partition
         if stamp is not None:
             headers = with_stamp(headers, stamp.value)
-            cb = _stamped_callback(cb, stamp.acked)
+            cb = _acked_callback(cb, stamp.acked)
+        if on_done is not None:
+            cb = _done_callback(cb, on_done)
         while True:
             try:
                 self.produce(topic, value, key, p, cb, timestamp=timestamp, headers=headers)
@@ -346,8 +357,13 @@ class OrderedProducer:
         return accepted
 
     def poll(self, timeout: float = -1) -> int:
-        """``Producer.poll``: serve delivery callbacks."""
-        return self._producer.poll(timeout)
+        """``Producer.poll``: serve delivery callbacks (then send the move
+        tombstones the acknowledgements made due)."""
+        served = self._producer.poll(timeout)
+        core = self._core_
+        if core is not None and core.tombstones_due:
+            core.send_due_tombstones()
+        return served
 
     def flush(self, timeout: float = -1) -> int:
         """Complete pending layout switches, then flush; returns the number of
@@ -358,8 +374,12 @@ class OrderedProducer:
         t = None if timeout is None or timeout < 0 else timeout
         began = time.monotonic()
         core.finish_switches(t)
-        left = -1 if t is None else max(0.0, t - (time.monotonic() - began))
-        return self._producer.flush(left) + core.buffered_count()
+        while True:
+            left = -1 if t is None else max(0.0, t - (time.monotonic() - began))
+            queued = self._producer.flush(left)
+            # The acknowledgements just served may have made move tombstones due.
+            if not core.send_due_tombstones():
+                return queued + core.buffered_count()
 
     def reregister(self, timeout: float = -1) -> None:
         """Register again, at the next keyed send to each managed topic, as

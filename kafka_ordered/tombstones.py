@@ -3,11 +3,14 @@
 When a key moves to another partition, its last value before the move stays
 in the partition it left, and compaction can never remove it: no later
 record with that key is written there. On a managed topic whose
-``cleanup.policy`` includes ``compact``, the producer therefore writes, after
-the first record of a key under a new layout, a tombstone (the key, a
-``None`` value) into every other partition the key mapped to under the
-topic's earlier layouts (:class:`MoveTombstones`). Compaction then removes
-the stale copy, and later the tombstone (``delete.retention.ms``).
+``cleanup.policy`` includes ``compact``, the producer therefore writes, once
+the first record of a key under a new layout is acknowledged (inside a
+transaction: right after it), a tombstone (the key, a ``None`` value) into
+every other partition the key mapped to under the topic's earlier layouts
+(:class:`MoveTombstones`). Compaction then removes the stale copy, and later
+the tombstone (``delete.retention.ms``). Sent before the acknowledgement, a
+tombstone could be written while the new record fails, and compaction would
+delete the key's last written value.
 
 Each move tombstone carries two headers:
 
@@ -38,9 +41,12 @@ moves back, because moving back takes a registration, which flushes first).
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Set, Tuple
 
 from .layout import Layout
+
+if TYPE_CHECKING:
+    from .history import LayoutHistory
 
 __all__ = ["HEADER", "HEADER_BYTES", "DEFAULT_CAPACITY", "MoveTombstones", "is_move_tombstone", "compacting"]
 
@@ -72,13 +78,16 @@ class MoveTombstones:
     under any of them, except ``p``; once per key while it is remembered (see
     the module docstring for the bound)."""
 
-    __slots__ = ("epoch", "partitions", "_fns", "_done", "capacity")
+    __slots__ = ("epoch", "partitions", "stamp_offset", "_fns", "_done", "capacity")
 
-    def __init__(self, earlier: Sequence[Layout], current: Layout, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(self, earlier: Sequence[Layout], current: Layout, capacity: int = DEFAULT_CAPACITY,
+                 stamp_offset: int = -1) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.epoch = current.epoch
         self.partitions = current.partitions
+        #: The layout log offset of ``current``'s change: the stamp each tombstone carries.
+        self.stamp_offset = stamp_offset
         self.capacity = capacity
         seen: Set[Tuple[int, int, str, str]] = {_mapping(current)}
         fns: List[Callable[[object], int]] = []
@@ -89,6 +98,19 @@ class MoveTombstones:
                 fns.append(lay._fn)
         self._fns = fns
         self._done: Set[bytes] = set()
+
+    @classmethod
+    def after_switch(cls, history: "LayoutHistory", topic: str, target: Layout,
+                     capacity: int = DEFAULT_CAPACITY) -> Optional["MoveTombstones"]:
+        """The tombstones due once a producer switched ``topic`` to ``target``
+        (a layout ``history`` knows): against every earlier layout of the
+        topic, stamped with ``target``'s change offset. ``None`` when no
+        earlier layout maps a key elsewhere."""
+        changes = history.changes(topic)
+        earlier = [c.layout for c in changes if c.layout.epoch < target.epoch]
+        at = next((c.offset for c in reversed(changes) if c.layout.epoch == target.epoch), changes[-1].offset)
+        moves = cls(earlier, target, capacity, at)
+        return moves if moves.active else None
 
     @property
     def active(self) -> bool:
@@ -103,6 +125,11 @@ class MoveTombstones:
         """Forget every key (their tombstones were aborted with a transaction:
         the next write of each key sends them again)."""
         self._done.clear()
+
+    def retry(self, key: bytes) -> None:
+        """``key``'s record that made its tombstones due was not written: they
+        are due again at its next record."""
+        self._done.discard(key)
 
     def due(self, key: bytes, partition: int) -> List[int]:
         """The partitions to tombstone ``key`` in, now that a record with it goes

@@ -7,7 +7,7 @@ import threading
 import time
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, List, Mapping, Optional, Set, Tuple, Type
+from typing import Any, Callable, List, Mapping, Optional, Set, Tuple, Type
 
 from kafka import KafkaProducer
 from kafka.errors import IllegalStateError, KafkaTimeoutError
@@ -101,13 +101,18 @@ class _ProducerPort:
         self.producer = producer
         self.lock = lock
 
-    def send(self, topic: str, partition: Optional[int], item: _Pending, stamp: Optional[Stamp] = None) -> Future:
+    def send(self, topic: str, partition: Optional[int], item: _Pending, stamp: Optional[Stamp] = None,
+             on_done: Optional[Callable[[bool], None]] = None) -> Future:
         headers = item.headers if stamp is None else with_stamp(item.headers, stamp.value)
         fut = self.producer.send(topic, value=item.value, key=item.key, headers=headers,
                                  partition=partition, timestamp_ms=item.timestamp_ms)
         if stamp is not None:
             acked = stamp.acked
             fut.add_callback(lambda _md: acked())
+        if on_done is not None:
+            then = on_done
+            fut.add_callback(lambda _md: then(True))
+            fut.add_errback(lambda _e: then(False))
         item.sent = fut
         if item.proxy is not None:
             fut.add_callback(item.proxy.success)
@@ -347,8 +352,8 @@ class OrderedKafkaProducer:
             self._core.finish_switches(left())
             self._producer.flush(timeout=left())
             # Callbacks of what was just flushed may have sent again (maybe
-            # starting a switch elsewhere): flush those as well.
-            if not self._core.buffered_count():
+            # starting a switch elsewhere), or made move tombstones due: flush those as well.
+            if not self._core.send_due_tombstones() and not self._core.buffered_count():
                 return
             if deadline is not None and time.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"{self._core.buffered_count()} record(s) still buffered behind a layout switch")

@@ -176,6 +176,37 @@ def test_the_tombstones_knob_turns_them_off(
     assert not [m for ms in got.values() for m in ms if m.value() is None]
 
 
+def test_a_move_tombstone_waits_until_the_keys_new_value_is_written(
+    admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], bootstrap: str, topic: str,
+) -> None:
+    """A moved key's new record that the broker refuses (larger than the
+    topic's ``max.message.bytes``) gets no tombstone: sent anyway, it would
+    let compaction delete the key's last written value. The key's next
+    record that is written gets it, once."""
+    if on_embedded_broker():
+        pytest.skip("the embedded broker does not enforce max.message.bytes")
+    admin.create_topic(topic, 2, physical_partitions=spare(4),
+                       config={"cleanup.policy": "compact", "max.message.bytes": "2000"})
+    keys = [f"key-{i:03d}".encode() for i in range(40)]
+    movers = [k for k in keys if partition_for(k, 2, 2) != partition_for(k, 2, 4)]
+    producer = make_producer()
+    _write(producer, topic, keys, 0)
+    admin.expand(topic, 4)
+    _until_epoch(producer, topic, 2)
+    errors: List[Any] = []
+    for k in movers:
+        producer.produce(topic, b"x" * 5000, k, on_delivery=lambda err, m: errors.append(err))
+    assert producer.flush(30) == 0
+    assert len(errors) == len(movers) and all(e is not None for e in errors), errors
+    got = read_all(bootstrap, topic, 4)
+    assert [m.key() for ms in got.values() for m in ms if m.value() is None] == [], \
+        "a tombstone was written for a key whose new value was refused"
+    _write(producer, topic, movers, 1)
+    got = read_all(bootstrap, topic, 4)
+    tombstones = sorted((m.partition(), m.key()) for ms in got.values() for m in ms if m.value() is None)
+    assert tombstones == sorted((partition_for(k, 2, 2), k) for k in movers)
+
+
 def test_a_stamped_record_removed_by_compaction_leaves_a_gap_that_catches_up(
     admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], make_consumer: Callable[..., OrderedConsumer],
     bootstrap: str, topic: str,

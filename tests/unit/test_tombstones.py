@@ -76,3 +76,20 @@ def test_after_an_abort_every_key_gets_its_tombstones_again() -> None:
     assert first and moves.due(k, b.partition_for(k)) == []
     moves.forget()
     assert moves.due(k, b.partition_for(k)) == first
+
+
+def test_after_switch_uses_every_earlier_layout_and_the_targets_change_offset() -> None:
+    from kafka_ordered.history import LayoutHistory, encode_layout
+
+    a, b, c = _layouts(2, 3, 4)
+    h = LayoutHistory()
+    for offset, (lay, op) in enumerate([(a, "create"), (b, "expand"), (c, "expand")]):
+        h.apply(offset, *encode_layout(lay, op, "admin"), 0)
+    moves = MoveTombstones.after_switch(h, "t", c)
+    assert moves is not None and moves.stamp_offset == 2 and moves.epoch == 3
+    keys = [f"k{i}".encode() for i in range(100)]
+    for k in keys:
+        p = c.partition_for(k)
+        assert moves.due(k, p) == sorted({a.partition_for(k), b.partition_for(k)} - {p})
+    assert any(moves.due(k, c.partition_for(k)) for k in [f"x{i}".encode() for i in range(100)])
+    assert MoveTombstones.after_switch(h, "t", a) is None  # nothing earlier: no key moved
