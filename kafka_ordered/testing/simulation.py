@@ -122,6 +122,7 @@ from ..registration import (
     switch_steps,
 )
 from ..tokens import StampBook, partitions_to_stamp
+from ..tombstones import MoveTombstones
 
 __all__ = ["SimulationResult", "Simulation", "run", "find_seed", "crossing_scenario", "TOPIC"]
 
@@ -155,11 +156,22 @@ class SimulationResult:
     stamp_catch_ups: int = 0  # catch-ups a stamp asked for
     jump_catch_ups: int = 0  # catch-ups at the first record after an assignment or restart
     detail: str = ""  # first violation, or the held gates of a deadlock
+    # compacted runs (``compacted=True``; 0 otherwise)
+    tombstones: int = 0  # acknowledged move tombstones
+    compactions: int = 0  # compaction passes over a partition's cleanable prefix
+    compacted_away: int = 0  # records (tombstones included) compaction removed
+    gap_catch_ups: int = 0  # catch-ups on an offset gap a compaction left
+    table_errors: int = 0  # keys whose value in the group's table is not their last acknowledged one
+    rebuilt_table_errors: int = 0  # the same for a new group rebuilding from earliest after the final compaction
+    stale_copies: int = 0  # keys with more than one live value left after the final compaction
+    unexplained_stale_copies: int = 0  # of those, keys no producer crash lost a move tombstone of
 
     @property
     def ok(self) -> bool:
-        """No deadlock, no violation and nothing lost."""
-        return not self.deadlock and self.violations == 0 and self.lost == 0
+        """No deadlock, no violation and nothing lost; on a compacted run also
+        both tables right and no stale copy a lost tombstone does not explain."""
+        return (not self.deadlock and self.violations == 0 and self.lost == 0 and self.table_errors == 0
+                and self.rebuilt_table_errors == 0 and self.unexplained_stale_copies == 0)
 
 
 @dataclass(frozen=True)
@@ -170,7 +182,16 @@ class _Record:
     lineage: str
     seq: int
     stamp: Optional[int]  # the kafka-ordered.reg offset the record carries
-    chain_index: int
+    chain_index: int  # -1 for a move tombstone (in no chain)
+
+    @property
+    def tombstone(self) -> bool:
+        return self.chain_index < 0
+
+
+#: An in-flight record: key, lineage, seq (-1: a move tombstone), stamp, and
+#: the partitions whose move tombstones its acknowledgement makes due.
+_Inflight = Tuple[bytes, str, int, Optional[int], Tuple[int, ...]]
 
 
 class _View:
@@ -229,11 +250,12 @@ class _Producer:
         self.layout: Optional[Layout] = None
         self.budget = budget
         self.buffer: Deque[bytes] = deque()
-        self.inflight: Dict[int, Deque[Tuple[bytes, str, int, Optional[int]]]] = {}
+        self.inflight: Dict[int, Deque[_Inflight]] = {}
         self.reg: Optional[_Registration] = None
         self.own: List[Gate] = []  # gates this incarnation registered
         self.book = StampBook()  # partitions this incarnation still stamps
         self.written_epoch: Optional[int] = None  # newest epoch the lineage wrote under
+        self.moves: Optional[MoveTombstones] = None  # on a compacted topic, tombstones still due
 
     @property
     def done(self) -> bool:
@@ -251,6 +273,15 @@ class _Member:
         self.gate_offset = 0
         self.owned: Set[int] = set()
         self.pos: Dict[int, int] = {}
+        self.gapped: Set[int] = set()  # partitions whose next record follows an offset gap
+
+
+def _apply(table: Dict[bytes, _Record], rec: _Record) -> None:
+    """Apply a delivered record to a key -> value table (a tombstone deletes)."""
+    if rec.tombstone:
+        table.pop(rec.key, None)
+    else:
+        table[rec.key] = rec
 
 
 def _keys(keys: Union[int, Sequence[bytes]]) -> Tuple[bytes, ...]:
@@ -283,6 +314,22 @@ class Simulation:
     steps; consumers lag more); ``burst`` is the chance that a layout change
     is followed at once by the next one (keys move twice before the
     intermediate partitions receive anything).
+
+    ``compacted=True`` makes the topic a compacted changelog: each key has
+    one writer (key ``i`` belongs to producer ``i % producers``), producers
+    send move tombstones as the shipped
+    :class:`~kafka_ordered.tombstones.MoveTombstones` decides (``tombstones``;
+    ``tombstone_capacity`` keys remembered) once the key's new record is
+    acknowledged (``tombstones_after_ack=False``: right after sending it, so
+    a crash can acknowledge the tombstone and lose the record), the broker's cleaner compacts
+    random cleanable prefixes while everything runs, members consume move
+    tombstones without delivering them (``hide_tombstones``; ``False``
+    applies them as deletes, as a plain consumer would) and read the layout
+    log to its end after an offset gap (``catch_up_on_gap``). The group's
+    table, and the table a new group rebuilds from earliest after a final
+    compaction, must hold each key's last acknowledged value; after that
+    compaction each key has one live copy unless a producer crash lost one
+    of its move tombstones (reported apart).
     """
 
     def __init__(
@@ -310,6 +357,12 @@ class Simulation:
         consumer_weight: float = 0.5,
         burst: float = 0.0,
         max_steps: int = 200_000,
+        compacted: bool = False,
+        tombstones: bool = True,
+        tombstone_capacity: int = 100_000,
+        tombstones_after_ack: bool = True,
+        hide_tombstones: bool = True,
+        catch_up_on_gap: bool = True,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -324,6 +377,12 @@ class Simulation:
         self.consumer_weight = consumer_weight
         self.burst = burst
         self.max_steps = max_steps
+        self.compacted = compacted
+        self.tombstones = tombstones
+        self.tombstone_capacity = tombstone_capacity
+        self.tombstones_after_ack = tombstones_after_ack
+        self.hide_tombstones = hide_tombstones
+        self.catch_up_on_gap = catch_up_on_gap
         self.keys = _keys(keys)
         counts = [initial_partitions, *layouts]
         self.physical = max(counts)
@@ -390,6 +449,20 @@ class Simulation:
         self.deadlock = False
         self.finished = False
 
+        # compacted runs
+        self.removed: Set[Tuple[int, int]] = set()  # (partition, offset) the cleaner removed
+        self.table: Dict[bytes, _Record] = {}  # the group's table: what it delivered, in order
+        self.last_written: Dict[bytes, _Record] = {}  # each key's last acknowledged value
+        self.lost_tombstone_keys: Set[bytes] = set()  # keys a producer crash lost a move tombstone of
+        self.tombstones_written = 0
+        self.compactions = 0
+        self.compacted_away = 0
+        self.gap_catch_ups = 0
+        self.table_errors = 0
+        self.rebuilt_table_errors = 0
+        self.stale_copies = 0
+        self.unexplained_stale_copies = 0
+
     # ------------------------------------------------------------------ helpers
 
     def _append_log(self, key: bytes, value: bytes) -> int:
@@ -422,7 +495,9 @@ class Simulation:
         """Producer ``i`` sends one keyed record (``key`` random when omitted)."""
         pr = self.producers[i]
         if key is None:
-            key = self.rng.choice(self.keys)
+            # A changelog's key has one writer.
+            own = self.keys[i::len(self.producers)] if self.compacted else ()
+            key = self.rng.choice(own or self.keys)
         if pr.budget > 0:
             pr.budget -= 1
         self.sent += 1
@@ -443,8 +518,18 @@ class Simulation:
         seq = self._seq.get(sk, 0)
         self._seq[sk] = seq + 1
         stamp = pr.book.stamp(TOPIC, p) if self.stamps else None
-        pr.inflight.setdefault(p, deque()).append((key, pr.lineage, seq, stamp))
+        due = tuple(pr.moves.due(key, p)) if pr.moves is not None else ()
+        if self.tombstones_after_ack:
+            pr.inflight.setdefault(p, deque()).append((key, pr.lineage, seq, stamp, due))
+        else:
+            pr.inflight.setdefault(p, deque()).append((key, pr.lineage, seq, stamp, ()))
+            self._send_tombstones(pr, key, due)
         pr.written_epoch = pr.layout.epoch
+
+    def _send_tombstones(self, pr: _Producer, key: bytes, partitions: Sequence[int]) -> None:
+        assert pr.moves is not None or not partitions
+        for q in partitions:
+            pr.inflight.setdefault(q, deque()).append((key, pr.lineage, -1, pr.moves.stamp_offset, ()))  # type: ignore[union-attr]
 
     def _begin_switch(self, pr: _Producer) -> None:
         h = pr.view.history
@@ -501,6 +586,8 @@ class Simulation:
             self.registrations += 1
             self.gates += len(plan.spec)
         pr.layout = plan.target
+        if self.compacted and self.tombstones:
+            pr.moves = MoveTombstones.after_switch(h, TOPIC, plan.target, self.tombstone_capacity)
         while pr.buffer:
             self._enqueue(pr, pr.buffer.popleft())
 
@@ -511,10 +598,11 @@ class Simulation:
         if not ready:
             return False
         p = partition if partition is not None else self.rng.choice(ready)
-        key, lineage, seq, stamp = pr.inflight[p].popleft()
+        key, lineage, seq, stamp, due = pr.inflight[p].popleft()
         self._write(p, key, lineage, seq, stamp)
-        if stamp is not None:
+        if stamp is not None and seq >= 0:  # a tombstone's stamp only routes it
             pr.book.acked(TOPIC, p, stamp)
+        self._send_tombstones(pr, key, due)
         return True
 
     def ack_all(self, i: int) -> None:
@@ -523,6 +611,10 @@ class Simulation:
             pass
 
     def _write(self, p: int, key: bytes, lineage: str, seq: int, stamp: Optional[int]) -> None:
+        if seq < 0:
+            self.logs[p].append(_Record(p, len(self.logs[p]), key, lineage, seq, stamp, -1))
+            self.tombstones_written += 1
+            return
         chain = self.chains.setdefault((key, lineage), [])
         assert not chain or chain[-1].seq < seq, "a producer wrote a key out of sequence order"
         rec = _Record(p, len(self.logs[p]), key, lineage, seq, stamp, len(chain))
@@ -530,6 +622,7 @@ class Simulation:
             self.stamped += 1
         chain.append(rec)
         self.logs[p].append(rec)
+        self.last_written[key] = rec
 
     def observe(self, i: int, upto: Optional[int] = None) -> bool:
         """Producer ``i``'s follower reads the layout log up to ``upto`` (default: a random prefix)."""
@@ -590,16 +683,22 @@ class Simulation:
         while self.reg_step(i) is not None:
             pass
 
-    def restart_producer(self, i: int) -> None:
-        """Crash producer ``i`` and start a new incarnation."""
+    def restart_producer(self, i: int, acked: Optional[Dict[int, int]] = None) -> None:
+        """Crash producer ``i`` and start a new incarnation; of each partition's
+        in-flight records the first ``acked[p]`` (default: a random number)
+        were acknowledged as it died, the rest are lost."""
         pr = self.producers[i]
         for p, q in sorted(pr.inflight.items()):
-            n = self.rng.randint(0, len(q))
+            n = self.rng.randint(0, len(q)) if acked is None else min(len(q), acked.get(p, 0))
             for _ in range(n):
-                key, lineage, seq, stamp = q.popleft()
+                key, lineage, seq, stamp, due = q.popleft()
                 self._write(p, key, lineage, seq, stamp)
+                if due:  # acknowledged as the process died: its tombstones are never sent
+                    self.lost_tombstone_keys.add(key)
+            self.lost_tombstone_keys.update(key for key, _, seq, _, _ in q if seq < 0)
             q.clear()
         pr.buffer.clear()
+        pr.moves = None
         pr.reg = None
         pr.layout = None
         pr.incarnation += 1
@@ -649,39 +748,53 @@ class Simulation:
         """Member ``j``'s follower reads the layout log (to ``upto``, default all)."""
         self._follow(self.members[j], upto)
 
-    def _update_gates(self, m: _Member) -> None:
+    def _update_gates(self, m: _Member, committed: Dict[int, int]) -> None:
         processed = {
-            tp: processed_offset(self.committed.get(tp[1]), m.pos.get(tp[1]) if tp[1] in m.owned else None)
+            tp: processed_offset(committed.get(tp[1]), m.pos.get(tp[1]) if tp[1] in m.owned else None)
             for tp in m.keeper.sources()
         }
         m.keeper.update(processed)
 
     def deliver(self, j: int, p: int, n: int = 1 << 30) -> int:
-        """Member ``j`` delivers up to ``n`` records of its partition ``p``; returns how many."""
+        """Member ``j`` consumes up to ``n`` records of its partition ``p``
+        (delivering all but hidden move tombstones and records the cleaner
+        removed); returns how many."""
         m = self.members[j]
         if p not in m.owned:
             return 0
+        return self._consume(m, p, n, self.committed, self._deliver_record, self.eff)
+
+    def _consume(self, m: _Member, p: int, n: int, committed: Dict[int, int],
+                 deliver: Any, eff: Optional[List[int]]) -> int:
+        """Member ``m`` moves through up to ``n`` offsets of partition ``p``
+        under the gate and token rules, handing records to ``deliver``."""
         log = self.logs[p]
         tp = (TOPIC, p)
         done = 0
         if self.gating:
-            self._update_gates(m)
+            self._update_gates(m, committed)
         while done < n:
             pos = m.pos[p]
             if pos >= len(log):
                 break
             rec = log[pos]
-            if self.freshness and self._catch_up(m, p, rec) and self.gating:
-                self._update_gates(m)
+            present = (p, pos) not in self.removed
+            if present and self.freshness and self._catch_up(m, p, rec) and self.gating:
+                self._update_gates(m, committed)
             if self.gating:
                 limit = m.keeper.limit(tp)
                 if limit is not None and pos >= limit:
                     self.gate_holds += 1
                     break
-                m.keeper.announce(tp, pos)
-            self._deliver_record(rec)
+                if present:
+                    m.keeper.announce(tp, pos)
+            if not present:
+                m.gapped.add(p)  # the next record the member fetches is not the offset it expects
+            elif not (rec.tombstone and self.hide_tombstones):
+                deliver(rec)
             m.pos[p] = pos + 1
-            self.eff[p] = pos + 1
+            if eff is not None:
+                eff[p] = pos + 1
             done += 1
         return done
 
@@ -691,6 +804,12 @@ class Simulation:
         the view lacks reads it past the stamp (no further: the least a reader
         can do). Returns whether the view moved."""
         moved = False
+        if p in m.gapped:
+            m.gapped.discard(p)
+            if self.catch_up_on_gap and m.view.applied < len(self.log):
+                self.gap_catch_ups += 1
+                self._follow(m)
+                moved = True
         if p not in m.continuing:
             m.continuing.add(p)
             if self.catch_up_on_jump and m.view.applied < len(self.log):
@@ -722,6 +841,8 @@ class Simulation:
             rolled.extend(self.logs[p][c:self.eff[p]])
             self.eff[p] = m.pos[p] = c
         for rec in rolled:
+            if rec.tombstone:
+                continue
             chain = self.chains[(rec.key, rec.lineage)]
             if rec.chain_index + 1 < len(chain):
                 succ = chain[rec.chain_index + 1]
@@ -731,6 +852,7 @@ class Simulation:
         m.view = _View()
         m.gate_offset = 0
         m.continuing = set()  # the restarted member reads the log at its first delivery (a jump)
+        m.gapped = set()
         self.consumer_crashes += 1
 
     def move_partition(self, p: int, j: int) -> None:
@@ -742,6 +864,7 @@ class Simulation:
         self.commit(old.index)
         old.owned.discard(p)
         old.continuing.discard(p)
+        old.gapped.discard(p)
         del old.pos[p]
         new.owned.add(p)
         new.continuing.discard(p)
@@ -761,6 +884,65 @@ class Simulation:
         elif m.view.applied < len(self.log):
             self._follow(m, self.rng.randint(m.view.applied + 1, len(self.log)))
 
+    # ------------------------------------------------------------------ the log cleaner
+
+    def compact(self, p: int, end: Optional[int] = None, retention_elapsed: Optional[bool] = None) -> int:
+        """The broker's cleaner over offsets ``[0, end)`` of partition ``p``
+        (default: a random prefix; the active segment is never cleaned): a
+        record is removed when a later one with the same key lies in that
+        range, and a tombstone left as its key's latest is removed once
+        ``delete.retention.ms`` has passed (``retention_elapsed``; default:
+        at random). Offsets stay: removed records leave gaps. Returns how
+        many records it removed."""
+        log = self.logs[p]
+        if end is None:
+            end = self.rng.randint(0, len(log))
+        if retention_elapsed is None:
+            retention_elapsed = self.rng.random() < 0.5
+        live = [rec for rec in log[:end] if (p, rec.offset) not in self.removed]
+        latest = {rec.key: rec.offset for rec in live}
+        gone = [rec for rec in live if latest[rec.key] != rec.offset or (rec.tombstone and retention_elapsed)]
+        self.removed.update((p, rec.offset) for rec in gone)
+        self.compactions += 1
+        self.compacted_away += len(gone)
+        return len(gone)
+
+    def _check_tables(self) -> None:
+        """After the group's fixpoint: its table, then a final compaction of
+        everything, the live copies it leaves and a new group's rebuilt table."""
+        expected = self.last_written
+        self.table_errors = sum(1 for k, rec in expected.items() if self.table.get(k) is not rec)
+        for p in range(self.physical):
+            self.compact(p, len(self.logs[p]), retention_elapsed=True)
+        copies: Dict[bytes, int] = {}
+        for p, log in enumerate(self.logs):
+            for rec in log:
+                if not rec.tombstone and (p, rec.offset) not in self.removed:
+                    copies[rec.key] = copies.get(rec.key, 0) + 1
+        stale = {k for k, n in copies.items() if n > 1}
+        self.stale_copies = len(stale)
+        self.unexplained_stale_copies = len(stale - self.lost_tombstone_keys)
+        rebuilt = self.rebuild_table()
+        self.rebuilt_table_errors = sum(1 for k, rec in expected.items() if rebuilt.get(k) is not rec)
+
+    def rebuild_table(self) -> Dict[bytes, _Record]:
+        """The table a new ordered group (one member, a full view of the
+        layout log) rebuilds from earliest, moving between partitions at
+        random under the same gate and token rules."""
+        m = _Member(-1)
+        m.owned = set(range(self.physical))
+        m.pos = {p: 0 for p in m.owned}
+        self._follow(m)
+        table: Dict[bytes, _Record] = {}
+        progress = True
+        while progress:
+            progress = False
+            ready = [p for p in sorted(m.owned) if m.pos[p] < len(self.logs[p])]
+            for p in self.rng.sample(ready, len(ready)):
+                if self._consume(m, p, self.rng.randint(1, 3), {}, lambda rec: _apply(table, rec), None):
+                    progress = True
+        return table
+
     # ------------------------------------------------------------------ oracle
 
     def _describe(self, rec: _Record) -> str:
@@ -778,6 +960,8 @@ class Simulation:
             self.replays += 1
         else:
             self._delivered_once.add(ident)
+        if self.compacted:
+            _apply(self.table, rec)
         if rec.chain_index > 0:
             pred = self.chains[(rec.key, rec.lineage)][rec.chain_index - 1]
             if pred.offset >= self.eff[pred.partition]:
@@ -816,6 +1000,8 @@ class Simulation:
             actors.append(("rebalance", None, 0.03))
         if self._crashes_left > 0:
             actors.append(("crash", None, 0.01))
+        if self.compacted:
+            actors.append(("compact", None, 0.05))
         kind, actor, _ = self._pick(actors)
         if kind == "member":
             self._member_step(actor)
@@ -827,6 +1013,8 @@ class Simulation:
                 # The next change follows at once: keys move twice before the
                 # intermediate partitions receive anything.
                 self._admin_at[self.applied_layouts - 1] = self.sent
+        elif kind == "compact":
+            self.compact(self.rng.randrange(self.physical))
         elif kind == "rebalance":
             self._rebalances_left -= 1
             p = self.rng.randrange(self.physical)
@@ -862,6 +1050,8 @@ class Simulation:
                     if st.partition == p:
                         parts.append(f"p{p} held at {st.start} waiting on {dict(st.waiting_on)}")
             self.detail = "deadlock: " + "; ".join(parts)
+        if self.compacted:
+            self._check_tables()
         self.finished = True
 
     def run(self) -> "SimulationResult":
@@ -889,7 +1079,7 @@ class Simulation:
 
     def result(self) -> SimulationResult:
         """The :class:`SimulationResult` of the steps taken so far."""
-        produced = sum(len(log) for log in self.logs)
+        produced = sum(len(log) for log in self.logs) - self.tombstones_written
         undelivered = self._undelivered()
         return SimulationResult(
             seed=self.seed,
@@ -914,6 +1104,14 @@ class Simulation:
             stamp_catch_ups=self.stamp_catch_ups,
             jump_catch_ups=self.jump_catch_ups,
             detail=self.detail,
+            tombstones=self.tombstones_written,
+            compactions=self.compactions,
+            compacted_away=self.compacted_away,
+            gap_catch_ups=self.gap_catch_ups,
+            table_errors=self.table_errors,
+            rebuilt_table_errors=self.rebuilt_table_errors,
+            stale_copies=self.stale_copies,
+            unexplained_stale_copies=self.unexplained_stale_copies,
         )
 
 

@@ -429,3 +429,124 @@ def test_quick_successive_changes_never_reorder() -> None:
     for r in results:
         _check_ok(r)
     assert sum(r.gate_holds > 0 for r in results) >= 0.5 * len(results)
+
+
+# -- compacted changelogs (KIP-253 §9: move tombstones) --------------------------
+
+COMPACTED_SEEDS = range(0, 150)
+
+
+def _compacted_totals(seeds: Any, **knobs: Any) -> Counter:
+    totals: Counter = Counter()
+    for seed in seeds:
+        r = run(seed, compacted=True, **knobs)
+        for f in ("violations", "lost", "table_errors", "rebuilt_table_errors", "stale_copies",
+                  "unexplained_stale_copies", "tombstones", "compacted_away", "gap_catch_ups"):
+            totals[f] += getattr(r, f)
+        totals["deadlocks"] += r.deadlock
+        totals["not ok"] += not r.ok
+    return totals
+
+
+def test_compacted_changelog_keeps_every_latest_value_and_one_live_copy() -> None:
+    """With the shipped move tombstones, the cleaner compacting as everything
+    runs: no violation, nothing lost, the group's table and a table rebuilt
+    from earliest after the final compaction hold every key's last
+    acknowledged value, and no stale copy survives that a crash does not
+    explain."""
+    t = _compacted_totals(COMPACTED_SEEDS)
+    assert t["tombstones"] > 300 and t["compacted_away"] > 5000 and t["gap_catch_ups"] > 10, t
+    assert t["not ok"] == 0 and t["deadlocks"] == 0, t
+
+
+def test_compacted_changelog_without_tombstones_keeps_stale_copies() -> None:
+    t = _compacted_totals(range(0, 20), tombstones=False)
+    assert t["unexplained_stale_copies"] > 20, t
+    assert t["table_errors"] == 0 and t["rebuilt_table_errors"] == 0, t  # gates still order the stale value first
+
+
+def test_a_consumer_that_applies_move_tombstones_deletes_new_values() -> None:
+    """A move tombstone is written after the key's new value, above every
+    gate's wait: a consumer applying it (as a plain one does) may delete the
+    new value."""
+    t = _compacted_totals(range(0, 20), hide_tombstones=False)
+    assert t["table_errors"] > 5, t
+
+
+def _key_moving_at_8(first: Layout) -> bytes:
+    after = first.expanded(8)
+    return next(k for k in (f"key-{i}".encode() for i in range(64))
+                if first.partition_for(k) != after.partition_for(k))
+
+
+@pytest.mark.parametrize("after_ack", [True, False])
+def test_a_tombstone_waits_for_its_keys_new_record(after_ack: bool) -> None:
+    """A producer moves key K (p_old -> p_new) and dies with the new record
+    unacknowledged. Sent at once, the move tombstone could be acknowledged
+    alone: compaction then deletes K's last acknowledged value, and a table
+    rebuilt from earliest loses K. The shipped producer sends it only once
+    the new record is acknowledged."""
+    first = Layout(TOPIC, 1, 4, 4, 8)
+    key = _key_moving_at_8(first)
+    sim = Simulation(0, compacted=True, producers=1, stable_producers=1, keys=[key], layouts=(8,),
+                     members=1, tombstones_after_ack=after_ack)
+    old, new = sim.partition_of(1, key), sim.partition_of(2, key)
+    sim.send(0, key)
+    sim.register(0)  # the first registration (gate-less)
+    sim.ack_all(0)
+    sim.admin_step()
+    sim.observe(0, len(sim.log))
+    sim.send(0, key)  # starts the switch; the record waits in the buffer
+    sim.register(0)
+    inflight = {p: len(q) for p, q in sim.producers[0].inflight.items() if q}
+    assert inflight == ({new: 1} if after_ack else {new: 1, old: 1})
+    sim.restart_producer(0, acked={old: 1})  # the tombstone (if sent) made it, the new value did not
+    sim.finish()
+    r = sim.result()
+    assert r.table_errors == 0
+    if after_ack:
+        assert r.ok and r.tombstones == 0
+    else:
+        assert r.tombstones == 1 and r.rebuilt_table_errors == 1 and not r.ok
+
+
+def test_a_tombstone_due_when_the_process_dies_is_an_explained_stale_copy() -> None:
+    first = Layout(TOPIC, 1, 4, 4, 8)
+    key = _key_moving_at_8(first)
+    sim = Simulation(0, compacted=True, producers=1, stable_producers=1, keys=[key], layouts=(8,), members=1)
+    new = sim.partition_of(2, key)
+    sim.send(0, key)
+    sim.register(0)  # the first registration (gate-less)
+    sim.ack_all(0)
+    sim.admin_step()
+    sim.observe(0, len(sim.log))
+    sim.send(0, key)
+    sim.register(0)
+    sim.restart_producer(0, acked={new: 1})  # acknowledged as it died: the tombstone is never sent
+    sim.finish()
+    r = sim.result()
+    assert (r.stale_copies, r.unexplained_stale_copies, r.table_errors, r.rebuilt_table_errors) == (1, 0, 0, 0)
+    assert r.ok
+
+
+def test_compaction_removes_superseded_records_and_old_tombstones_and_keeps_offsets() -> None:
+    first = Layout(TOPIC, 1, 4, 4, 8)
+    key = _key_moving_at_8(first)
+    sim = Simulation(0, compacted=True, producers=1, stable_producers=1, keys=[key], layouts=(8,), members=1)
+    old = sim.partition_of(1, key)
+    for _ in range(3):
+        sim.send(0, key)
+    sim.register(0)
+    sim.ack_all(0)
+    assert sim.compact(old, 2, retention_elapsed=False) == 1  # offset 0 superseded by 1; 2 is not cleanable
+    assert sim.compact(old, 3, retention_elapsed=False) == 1  # now offset 1 by 2
+    sim.admin_step()
+    sim.observe(0, len(sim.log))
+    sim.send(0, key)
+    sim.register(0)
+    sim.ack_all(0)  # the new record, then its tombstone at old:3
+    assert [rec.offset for rec in sim.logs[old]] == [0, 1, 2, 3] and sim.logs[old][3].tombstone
+    assert sim.compact(old, 4, retention_elapsed=False) == 1  # the value at 2 goes, the tombstone stays
+    assert sim.compact(old, 4, retention_elapsed=True) == 1  # then the tombstone
+    sim.finish()
+    assert sim.result().ok and sim.result().stale_copies == 0
