@@ -77,7 +77,14 @@ def test_a_switch_inside_an_open_transaction_registers_without_leaving_it(
     assert [(r.from_epoch, r.epoch) for r in producer.registrations] == [(1, 1), (1, 2), (2, 3)]
     assert all(r.offset is not None for r in producer.registrations[1:])
 
-    committed = read_all(bootstrap, topic, 6)
+    # Apache Kafka writes the commit markers after commit_transaction() returns:
+    # until then the last stable offset, where read_committed reads end, is below them.
+    deadline = time.monotonic() + 15
+    while True:
+        committed = read_all(bootstrap, topic, 6)
+        if sum(len(ms) for ms in committed.values()) >= 3 * len(keys) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert sum(len(ms) for ms in committed.values()) == 3 * len(keys)
     consumer = make_consumer(**{"isolation.level": "read_committed"})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(6)])
