@@ -59,10 +59,14 @@ test-kafka: $(VENV)/.full spark-kafka-jars
 	KAFKA_ORDERED_BROKER=kafka $(PY) -m pytest $(KAFKA_TESTS) $(PYTEST_ARGS)
 
 ## make chaos SEEDS=0-49 [BROKER=kafka]: the randomized multi-process fault suite, one line per seed
-## and a total; BROKER=kafka runs it on a 3-node Apache Kafka cluster with broker faults added
+## and a total; BROKER=kafka runs it on a 3-node Apache Kafka cluster with broker faults added, then
+## the exactly-once pipeline's long form (5 rounds of resizes, aborts and SIGKILLs; it needs Apache Kafka)
+EOS_ROUNDS ?= 5
 chaos: $(VENV)/.full
 	$(PY) -m tests.chaos.run --seeds $(SEEDS) --broker $(BROKER)
 	$(PY) -m tests.chaos.run --seeds $(firstword $(subst -, ,$(SEEDS))) --plain --broker $(BROKER)
+	KAFKA_ORDERED_BROKER=$(BROKER) KAFKA_ORDERED_EOS_ROUNDS=$(EOS_ROUNDS) \
+		$(PY) -m pytest -q -rs tests/integration/test_exactly_once.py -k ordered
 
 test-unit: $(VENV)/.full
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

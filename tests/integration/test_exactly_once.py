@@ -8,7 +8,13 @@ written in transactions, one of them aborted. A read_committed ordered group
 on the output gets every committed input record exactly once and every key
 in order. The same run with plain clients, read by a plain read_committed
 consumer whose partitions progress at different speeds, shows keys out of
-order (the control)."""
+order (the control).
+
+``KAFKA_ORDERED_EOS_ROUNDS=N`` (``make chaos BROKER=kafka`` sets 5) makes the
+ordered run long: after the first round, each further one expands the input
+again, feeds 20 more transactions (one more aborted), expands the output
+while the application works, SIGKILLs and restarts it mid-backlog, and
+shrinks both topics again."""
 
 from __future__ import annotations
 
@@ -33,6 +39,8 @@ from ..conftest import on_embedded_broker
 APP = Path(__file__).with_name("eos_app.py")
 KEYS = [f"key-{i:02d}".encode() for i in range(40)]
 PHYSICAL = 4
+#: Rounds of the ordered run (1: the short form in ``make test``).
+ROUNDS = int(os.environ.get("KAFKA_ORDERED_EOS_ROUNDS", "1"))
 
 
 def _feed(producer: Any, topic: str, seqs: range, ordered: bool, count: int, abort: bool = False) -> None:
@@ -77,8 +85,11 @@ def _committed(app: subprocess.Popen, at_least: int, timeout: float = 60.0) -> i
 
 
 def _run(mode: str, admin: LayoutAdmin, bootstrap: str, layout_topic: str, src: str, dst: str,
-         unique: Callable[[str], str]) -> None:
+         unique: Callable[[str], str], rounds: int = 1) -> int:
+    """The scenario (``rounds`` > 1: ordered only); returns how many committed
+    transactions of the input each key has (values ``0..n-1``)."""
     ordered = mode == "ordered"
+    assert ordered or rounds == 1
     admin.create_topic(src, 2, physical_partitions=PHYSICAL)
     admin.create_topic(dst, 2, physical_partitions=PHYSICAL)
     txid = unique("feeder")
@@ -112,8 +123,27 @@ def _run(mode: str, admin: LayoutAdmin, bootstrap: str, layout_topic: str, src: 
         admin.shrink(src, 3)
         time.sleep(0.5)
         _feed(feeder, src, range(30, 40), ordered, 3)
-        out, _ = app.communicate(timeout=120)
+        total = 40
+        for _ in range(1, rounds):
+            admin.expand(src, 4)
+            time.sleep(0.5)
+            _feed(feeder, src, range(total, total + 10), ordered, 4)
+            _feed(feeder, src, range(total + 10, total + 11), ordered, 4, abort=True)
+            _feed(feeder, src, range(total + 10, total + 20), ordered, 4)
+            admin.expand(dst, 4)  # while the application works
+            _committed(app, 100)
+            app.send_signal(signal.SIGKILL)
+            app.communicate(timeout=10)
+            app = _start(cfg)
+            time.sleep(1.0)
+            admin.shrink(dst, 3)
+            admin.shrink(src, 3)
+            time.sleep(0.5)
+            _feed(feeder, src, range(total + 20, total + 30), ordered, 3)
+            total += 30
+        out, _ = app.communicate(timeout=120 * rounds)
         assert app.returncode == 0, out[-3000:]
+        return total
     finally:
         if ordered:
             feeder.close()
@@ -123,7 +153,7 @@ def _ordered_output(consumer: OrderedConsumer, topic: str, want: int) -> Dict[by
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PHYSICAL)])
     per_key: Dict[bytes, List[int]] = {}
     got = 0
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 60 + want / 100
     quiet = None
     while True:
         for m in consumer.consume(500, 0.2):
@@ -145,10 +175,10 @@ def test_exactly_once_and_in_order_across_resizes_aborts_and_a_sigkill(
     if on_embedded_broker():
         pytest.skip("the embedded broker returns aborted records to read_committed consumers: no exactly once")
     src, dst = unique("in"), unique("out")
-    _run(mode, admin, bootstrap, layout_topic, src, dst, unique)
-    want = {k: list(range(40)) for k in KEYS}
+    total = _run(mode, admin, bootstrap, layout_topic, src, dst, unique, ROUNDS if mode == "ordered" else 1)
+    want = {k: list(range(total)) for k in KEYS}
     if mode == "ordered":
-        per_key = _ordered_output(make_consumer(**{"isolation.level": "read_committed"}), dst, 40 * len(KEYS))
+        per_key = _ordered_output(make_consumer(**{"isolation.level": "read_committed"}), dst, total * len(KEYS))
         assert {k: sorted(v) for k, v in per_key.items()} == want, "lost or duplicated records"
         assert per_key == want, "a key's records out of order"
         return
