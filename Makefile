@@ -60,11 +60,15 @@ test-kafka: $(VENV)/.full spark-kafka-jars
 
 ## make chaos SEEDS=0-49 [BROKER=kafka]: the randomized multi-process fault suite, one line per seed
 ## and a total; BROKER=kafka runs it on a 3-node Apache Kafka cluster with broker faults added, then
-## the exactly-once pipeline's long form (5 rounds of resizes, aborts and SIGKILLs; it needs Apache Kafka)
+## the long forms of the Spark pipeline (5 rounds of resizes and restarts) and of the exactly-once
+## pipeline (5 rounds of resizes, aborts and SIGKILLs; it needs Apache Kafka)
 EOS_ROUNDS ?= 5
-chaos: $(VENV)/.full
+PIPELINE_ROUNDS ?= 5
+chaos: $(VENV)/.full spark-kafka-jars
 	$(PY) -m tests.chaos.run --seeds $(SEEDS) --broker $(BROKER)
 	$(PY) -m tests.chaos.run --seeds $(firstword $(subst -, ,$(SEEDS))) --plain --broker $(BROKER)
+	SPARK_LOCAL_IP=127.0.0.1 KAFKA_ORDERED_BROKER=$(BROKER) KAFKA_ORDERED_PIPELINE_ROUNDS=$(PIPELINE_ROUNDS) \
+		$(PY) -m pytest -q -rs tests/spark/test_pipeline.py -k keeps_every_key
 	KAFKA_ORDERED_BROKER=$(BROKER) KAFKA_ORDERED_EOS_ROUNDS=$(EOS_ROUNDS) \
 		$(PY) -m pytest -q -rs tests/integration/test_exactly_once.py -k ordered
 

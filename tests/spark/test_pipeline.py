@@ -6,7 +6,11 @@ again, A's producers restart, and the query is stopped and restarted from
 its checkpoint. An ``OrderedConsumer`` reading B must see every key's
 sequence in order and every record A's producers acknowledged (duplicates
 allowed: at least once). The same pipeline through Spark's own Kafka source
-and sink shows violations (the test can fail)."""
+and sink shows violations (the test can fail).
+
+``KAFKA_ORDERED_PIPELINE_ROUNDS=N`` (``make chaos`` sets 5) makes the ordered
+run long: each further round restarts the query from its checkpoint, expands
+and shrinks both topics again and restarts A's producers while it runs."""
 
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ from .conftest import SeqProducers, read_ordered
 
 KEYS = [f"key-{i}".encode() for i in range(24)]
 PHYSICAL = 8  # the embedded broker cannot add partitions: both topics have spares
+#: Rounds of the ordered run (1: the short form in ``make test``).
+ROUNDS = int(os.environ.get("KAFKA_ORDERED_PIPELINE_ROUNDS", "1"))
 
 
 def _query(spark: Any, fmt: str, bootstrap: str, layout_topic: str, a: str, b: str, checkpoint: str) -> Any:
@@ -38,7 +44,7 @@ def _query(spark: Any, fmt: str, bootstrap: str, layout_topic: str, a: str, b: s
 
 
 def _pipeline(spark: Any, fmt: str, bootstrap: str, embedded: bool, unique: Callable[[str], str],
-              layout_topic: str, tmp_path: Any) -> Tuple[SeqProducers, str]:
+              layout_topic: str, tmp_path: Any, rounds: int = 1) -> Tuple[SeqProducers, str]:
     conf = {"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}
     a, b = unique("pipe-a"), unique("pipe-b")
     admin = LayoutAdmin(conf)
@@ -76,6 +82,27 @@ def _pipeline(spark: Any, fmt: str, bootstrap: str, embedded: bool, unique: Call
         finally:
             q.stop()
         assert q.exception() is None
+        epoch_a = 3
+        for _ in range(1, rounds):  # B has 4 partitions, A 2 (3 draining)
+            q = _query(spark, fmt, bootstrap, layout_topic, a, b, checkpoint)
+            try:
+                admin.expand(a, 3)
+                epoch_a += 1
+                prod.await_epoch(epoch_a)
+                prod.phase(6)
+                admin.expand(b, 5)
+                prod.phase(6)
+                prod.restart()
+                admin.shrink(a, 2)
+                epoch_a += 1
+                prod.await_epoch(epoch_a)
+                prod.phase(6)
+                admin.shrink(b, 4)
+                prod.phase(4)
+                q.processAllAvailable()
+            finally:
+                q.stop()
+            assert q.exception() is None
     finally:
         prod.close()
         admin.close()
@@ -94,7 +121,7 @@ def test_pipeline_keeps_every_key_in_order_across_layout_changes_and_a_restart(
         spark: Any, bootstrap: str, embedded: bool, unique: Callable[[str], str], layout_topic: str,
         tmp_path: Any, group_settings: Dict[str, Any], pool_stats_dir: str) -> None:
     before = _producer_stats(pool_stats_dir)
-    prod, b = _pipeline(spark, "kafka_ordered", bootstrap, embedded, unique, layout_topic, tmp_path)
+    prod, b = _pipeline(spark, "kafka_ordered", bootstrap, embedded, unique, layout_topic, tmp_path, ROUNDS)
     oracle = read_ordered(bootstrap, layout_topic, b, PHYSICAL, {"group.id": unique("g"), **group_settings},
                           prod.acked)
     assert oracle.violations == [], oracle.violations[:3]
