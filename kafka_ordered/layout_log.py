@@ -18,12 +18,12 @@ import threading
 import time
 import uuid
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from ._kafka import OffsetReader, new_admin, partition_count, to_controller
+from ._kafka import OffsetReader, new_admin, partition_count, to_controller, wait_for_partitions
 from .config import DEFAULT_LAYOUT_TOPIC, internal_config
 from .errors import (
     BrokerUnavailableError,
@@ -71,6 +71,14 @@ _LOG_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.pol
 #: always keeps. Compaction keeps it small forever, where time retention
 #: could leave it empty (a reader then replays the log: slower, never wrong).
 _SNAPSHOTS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+
+
+_T = TypeVar("_T")
+
+
+def _unknown_topic(e: KafkaException) -> bool:
+    err = e.args[0] if e.args else None
+    return isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
 class LayoutLog:
@@ -159,21 +167,26 @@ class LayoutLog:
                     "CreateTopics to this client.",
                     code=err.code(),
                 ) from e
-        # Metadata propagates to each broker on its own on multi-broker
-        # clusters: one may show the new topic while the next one asked does not.
+        wait_for_partitions(self._admin, self.topic, 1, self.timeout)
+        return partition_count(self._admin, self.topic, self.timeout)
+
+    def _known(self, call: Callable[[], _T]) -> _T:
+        """``call()``, asked again while a broker that has not learnt the log
+        yet answers UNKNOWN_TOPIC_OR_PART (each broker of a cluster learns a
+        new topic on its own), until the timeout."""
         deadline = time.monotonic() + self.timeout
         while True:
             try:
-                return partition_count(self._admin, self.topic, self.timeout)
-            except UnknownTopicError:
-                if time.monotonic() >= deadline:
+                return call()
+            except KafkaException as e:
+                if not _unknown_topic(e) or time.monotonic() >= deadline:
                     raise
                 time.sleep(0.05)
 
     def _check_config(self) -> None:
         res = ConfigResource(ResourceType.TOPIC, self.topic)
         try:
-            cfg = self._admin.describe_configs([res], request_timeout=self.timeout)[res].result()
+            cfg = self._known(lambda: self._admin.describe_configs([res], request_timeout=self.timeout)[res].result())
         except KafkaException as e:
             log.warning("cannot check the retention of layout log %s: %s", self.topic, e)
             return
@@ -198,8 +211,8 @@ class LayoutLog:
         topic ids (a recreated or mirrored log then looks the same: stamps are
         only ever caught up on, so that costs reads, not order)."""
         try:
-            fs = self._admin.describe_topics(TopicCollection([self.topic]), request_timeout=self.timeout)
-            tid = fs[self.topic].result().topic_id
+            tid = self._known(lambda: self._admin.describe_topics(
+                TopicCollection([self.topic]), request_timeout=self.timeout)[self.topic].result()).topic_id
             text = str(tid) if tid is not None else ""
         except (KafkaException, AttributeError, TypeError, ValueError) as e:
             log.info("layout log %s: no topic id from the broker (%s); stamps name the topic", self.topic, e)

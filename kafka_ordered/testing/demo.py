@@ -636,8 +636,8 @@ def _change_layout(admin: Any, topic: str, partitions: int, patience_s: float = 
 
     deadline = time.monotonic() + patience_s
     while True:
-        cur = admin.layout(topic)
         try:
+            cur = admin.layout(topic)  # (reading the layout log waits for its leader too)
             if partitions > cur.partitions:
                 return admin.expand(topic, partitions, expected_epoch=cur.epoch)
             if partitions < cur.partitions:
