@@ -272,9 +272,14 @@ class OffsetReader:
                         f"{what}: no broker answered with an offset for {invalid[:5]} within the timeout")
             except KafkaException as e:
                 err = e.args[0] if e.args else None
-                if (not isinstance(err, KafkaError) or err.code() not in _STALE_METADATA
-                        or time.monotonic() >= deadline):
+                if not isinstance(err, KafkaError) or err.code() not in _STALE_METADATA:
                     raise translate(e, what, api="ListOffsets") from e
+                if time.monotonic() >= deadline:
+                    # The partitions' leadership did not settle in time (a failed broker's
+                    # partitions still moving): retrying later may succeed.
+                    raise BrokerUnavailableError(
+                        f"{what}: no leader answered for {sorted(want)[:5]} within the timeout "
+                        f"(last error {err.name()}: {err.str()})", code=err.code()) from e
             # The admin client's metadata of the topic is stale: "no leaders
             # found" when it predates new partitions (a real expansion), leader
             # errors or answers without an offset when a leader failed over

@@ -112,6 +112,7 @@ class BrokerUnavailableError(KafkaOrderedError):
         "_NOENT": -156,  # "no leaders found": no broker answered metadata
         "REQUEST_TIMED_OUT": 7, "LEADER_NOT_AVAILABLE": 5, "NOT_LEADER_FOR_PARTITION": 6,
         "BROKER_NOT_AVAILABLE": 8, "COORDINATOR_NOT_AVAILABLE": 15,
+        "COORDINATOR_LOAD_IN_PROGRESS": 14, "NOT_COORDINATOR": 16,  # the group coordinator moving
     }
     retriable = True
 

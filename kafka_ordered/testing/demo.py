@@ -128,7 +128,7 @@ def _producer_worker(a: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException, Producer
 
     from .. import _hashing
-    from ..errors import RegistrationError
+    from ..errors import KafkaOrderedError
     from ..layout_log import LayoutFollower
 
     stop = {"now": False}
@@ -182,8 +182,10 @@ def _producer_worker(a: argparse.Namespace) -> int:
         if kafka_python:
             try:
                 fut = producer.send(a.topic, value=value, key=key, partition=partition)
-            except RegistrationError as e:  # the record stays buffered; the next send retries
-                sys.stderr.write(f"{e}\n")
+            except KafkaOrderedError as e:
+                if not e.retriable:
+                    raise
+                sys.stderr.write(f"{e}\n")  # e.g. a registration: the record stays buffered, the next send retries
                 return
             except Exception:  # refused locally (e.g. MessageSizeTooLargeError)
                 refused["n"] += 1
@@ -198,13 +200,17 @@ def _producer_worker(a: argparse.Namespace) -> int:
                 producer.produce(a.topic, value, key, on_delivery=acked)
             else:
                 producer.produce(a.topic, value, key, partition, on_delivery=acked)
-        except RegistrationError as e:  # the record stays buffered; the next send retries
-            sys.stderr.write(f"{e}\n")
+        except KafkaOrderedError as e:
+            if not e.retriable:
+                raise
+            sys.stderr.write(f"{e}\n")  # as above
         except (KafkaException, BufferError, ValueError, TypeError):
             refused["n"] += 1
         try:
             producer.poll(0)
-        except RegistrationError as e:  # as above: poll also drives the switch
+        except KafkaOrderedError as e:  # as above: poll also drives the switch
+            if not e.retriable:
+                raise
             sys.stderr.write(f"{e}\n")
 
     out.write("#ready\n")
@@ -245,7 +251,10 @@ def _producer_worker(a: argparse.Namespace) -> int:
 def _consumer_worker(a: argparse.Namespace) -> int:
     """One group member; each delivered record becomes a line ``key, value,
     partition, offset, delivery time (ns)``. Unparsable (poison) records are
-    skipped by the application, as a real one would."""
+    skipped by the application, as a real one would; a retriable error from
+    polling is polled again."""
+    from ..errors import KafkaOrderedError
+
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     out = open(a.out, "a", buffering=1 << 16)
@@ -277,6 +286,16 @@ def _consumer_worker(a: argparse.Namespace) -> int:
         consumer.subscribe([a.topic])
 
     def batch() -> List[Tuple[bytes, bytes, int, int]]:
+        try:
+            return fetched()
+        except KafkaOrderedError as e:  # e.g. the layout log's leader failing over: poll again, as an application would
+            if not e.retriable:
+                raise
+            out.write(f"#retry\t{type(e).__name__}\n")
+            time.sleep(0.2)
+            return []
+
+    def fetched() -> List[Tuple[bytes, bytes, int, int]]:
         if kafka_python:
             got = consumer.poll(timeout_ms=200, max_records=200)
             return [(r.key, r.value, r.partition, r.offset) for records in got.values() for r in records]

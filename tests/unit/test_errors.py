@@ -140,3 +140,12 @@ def test_the_code_table_is_derived_from_the_classes() -> None:
     assert errors.GuardRailsError.__dict__.get("codes") is None and for_code(KafkaError.INVALID_PARTITIONS) is PlacementError
     assert BrokerUnavailableError.retriable and not UnknownTopicError.retriable and not KafkaOrderedError.retriable
     assert translate(_kexc(KafkaError._TRANSPORT), "x").retriable
+
+
+@pytest.mark.parametrize("code", [KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                  KafkaError.COORDINATOR_NOT_AVAILABLE])
+def test_a_group_coordinator_failing_over_is_retriable(code: int) -> None:
+    """Reading committed offsets while the group coordinator moves (chaos seed
+    27 on Apache Kafka: NOT_COORDINATOR) is worth retrying, as Kafka says."""
+    err = translate(KafkaException(KafkaError(code)), "reading committed offsets")
+    assert isinstance(err, BrokerUnavailableError) and err.retriable and err.code == code

@@ -74,3 +74,16 @@ def test_other_errors_are_raised_at_once(monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(KafkaOrderedError) as e:
         r.listed_end_offsets([("t", 0)])
     assert e.value.code == KafkaError.TOPIC_AUTHORIZATION_FAILED and stale.calls == 1
+
+
+def test_a_leader_error_until_the_timeout_is_a_retriable_broker_unavailable_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader that did not settle within the timeout (FENCED_LEADER_EPOCH
+    to the end: a killed broker's partitions still moving) is the broker being
+    unavailable, and retrying may succeed: not a bare KafkaOrderedError (an
+    application would not know to retry; chaos seed 24 on Apache Kafka)."""
+    answers = {0: ("error", KafkaError.FENCED_LEADER_EPOCH)}
+    r = _reader(_Admin(answers), [_Admin(answers) for _ in range(200)], monkeypatch)
+    with pytest.raises(BrokerUnavailableError, match="FENCED_LEADER_EPOCH") as e:
+        r.listed_end_offsets([("t", 0)], timeout=0.3)
+    assert e.value.retriable and e.value.code == KafkaError.FENCED_LEADER_EPOCH
