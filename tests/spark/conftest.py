@@ -30,7 +30,10 @@ def pool_stats_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory, pool_stats_dir: str) -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory, pool_stats_dir: str, bootstrap: str) -> Iterator[Any]:
+    # (``bootstrap`` first: a Spark session started before the Apache Kafka test
+    # cluster could not find the registered kafka_ordered source afterwards, in
+    # a run of one Spark test alone; why is not understood yet.)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers must run this interpreter (the one with kafka_ordered installed).
     os.environ["PYSPARK_PYTHON"] = sys.executable
