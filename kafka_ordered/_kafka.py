@@ -278,7 +278,7 @@ class OffsetReader:
                     # The partitions' leadership did not settle in time (a failed broker's
                     # partitions still moving): retrying later may succeed.
                     raise BrokerUnavailableError(
-                        f"{what}: no leader answered for {sorted(want)[:5]} within the timeout "
+                        f"{what}: no broker answered as leader of {sorted(want)[:5]} within the timeout "
                         f"(last error {err.name()}: {err.str()})", code=err.code()) from e
             # The admin client's metadata of the topic is stale: "no leaders
             # found" when it predates new partitions (a real expansion), leader
