@@ -99,20 +99,22 @@ def partition_count(admin: AdminClient, topic: str, timeout: float) -> int:
     return len(tm.partitions)
 
 
-def wait_for_partitions(admin: AdminClient, topic: str, count: int, timeout: float) -> None:
-    """Return once Metadata shows at least ``count`` partitions of ``topic``
-    in three answers in a row: on a multi-broker cluster each broker learns a
-    new topic (or new partitions) on its own, and the next one asked may not
-    know it yet. Raises :class:`KafkaOrderedError` when ``timeout`` passes."""
+def wait_for_partitions(admin: AdminClient, topic: str, count: int, timeout: float) -> int:
+    """Return, with the last count seen, once Metadata shows at least
+    ``count`` partitions of ``topic`` in three answers in a row: on a
+    multi-broker cluster each broker learns a new topic (or new partitions)
+    on its own, and the next one asked may not know it yet. Raises
+    :class:`KafkaOrderedError` when ``timeout`` passes."""
     deadline = time.monotonic() + timeout
     seen = 0
     while time.monotonic() < deadline:
         try:
-            seen = seen + 1 if partition_count(admin, topic, timeout) >= count else 0
+            shown = partition_count(admin, topic, timeout)
+            seen = seen + 1 if shown >= count else 0
         except UnknownTopicError:
             seen = 0
         if seen >= 3:
-            return
+            return shown
         time.sleep(0.05)
     raise KafkaOrderedError(f"topic {topic} did not show {count} partitions in metadata within {timeout:g} s")
 

@@ -384,23 +384,24 @@ class RegisteringCore:
         due = moves.due(key, partition) if moves is not None else []
         if not due:
             return self.port.send(topic, partition, item, stamp)
-        assert moves is not None
-        entry = (topic, key, due, moves)
+        assert moves is not None  # (due is empty without moves)
+        mv = moves  # (narrowed, for the callback)
+        entry = (topic, key, due, mv)
 
         def done(written: bool) -> None:
             if written:
                 self.tombstones_due.append(entry)
             else:
-                moves.retry(key)  # type: ignore[union-attr]
+                mv.retry(key)
 
         try:
             if self.transactional and self.in_transaction:
                 result = self.port.send(topic, partition, item, stamp)
-                self._send_tombstones(topic, key, due, moves)
+                self._send_tombstones(topic, key, due, mv)
                 return result
             return self.port.send(topic, partition, item, stamp, done)
         except BaseException:
-            moves.retry(key)
+            mv.retry(key)
             raise
 
     def send_due_tombstones(self) -> int:

@@ -95,15 +95,6 @@ def _new_client(cls: Callable[[Dict[str, Any]], _C], conf: Dict[str, Any], compo
 _Item = Tuple[Any, Any, Optional[Callable[..., None]], int, Any]  # value, key, callback, timestamp, headers
 
 
-def _acked_callback(cb: Optional[Callable[..., None]], acked: Callable[[], None]) -> Callable[..., None]:
-    def delivered(err: Any, msg: Any) -> None:
-        if err is None:
-            acked()
-        if cb is not None:
-            cb(err, msg)
-    return delivered
-
-
 def _done_callback(cb: Optional[Callable[..., None]], done: Callable[[bool], None]) -> Callable[..., None]:
     def delivered(err: Any, msg: Any) -> None:
         done(err is None)
@@ -131,7 +122,8 @@ class _ProducerPort:
         p = -1 if partition is None else partition
         if stamp is not None:
             headers = with_stamp(headers, stamp.value)
-            cb = _acked_callback(cb, stamp.acked)
+            acked = stamp.acked
+            cb = _done_callback(cb, lambda ok: acked() if ok else None)
         if on_done is not None:
             cb = _done_callback(cb, on_done)
         while True:

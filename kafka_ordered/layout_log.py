@@ -167,8 +167,7 @@ class LayoutLog:
                     "CreateTopics to this client.",
                     code=err.code(),
                 ) from e
-        wait_for_partitions(self._admin, self.topic, 1, self.timeout)
-        return partition_count(self._admin, self.topic, self.timeout)
+        return wait_for_partitions(self._admin, self.topic, 1, self.timeout)
 
     def _known(self, call: Callable[[], _T]) -> _T:
         """``call()``, asked again while a broker that has not learnt the log

@@ -139,6 +139,14 @@ def _producer_worker(a: argparse.Namespace) -> int:
     seqs: Dict[int, int] = {}
     refused = {"n": 0}
 
+    def survive(e: KafkaOrderedError) -> None:
+        """A retriable error is written down and the worker goes on, as an
+        application would (e.g. a registration: the record stays buffered and
+        the next send retries); any other ends it."""
+        if not e.retriable:
+            raise e
+        sys.stderr.write(f"{e}\n")
+
     def line(key: bytes, value: bytes, partition: int, offset: int) -> None:
         out.write(f"{key.decode()}\t{value.decode()}\t{partition}\t{offset}\t{time.time_ns()}\n")
 
@@ -183,9 +191,7 @@ def _producer_worker(a: argparse.Namespace) -> int:
             try:
                 fut = producer.send(a.topic, value=value, key=key, partition=partition)
             except KafkaOrderedError as e:
-                if not e.retriable:
-                    raise
-                sys.stderr.write(f"{e}\n")  # e.g. a registration: the record stays buffered, the next send retries
+                survive(e)
                 return
             except Exception:  # refused locally (e.g. MessageSizeTooLargeError)
                 refused["n"] += 1
@@ -201,17 +207,13 @@ def _producer_worker(a: argparse.Namespace) -> int:
             else:
                 producer.produce(a.topic, value, key, partition, on_delivery=acked)
         except KafkaOrderedError as e:
-            if not e.retriable:
-                raise
-            sys.stderr.write(f"{e}\n")  # as above
+            survive(e)
         except (KafkaException, BufferError, ValueError, TypeError):
             refused["n"] += 1
         try:
             producer.poll(0)
-        except KafkaOrderedError as e:  # as above: poll also drives the switch
-            if not e.retriable:
-                raise
-            sys.stderr.write(f"{e}\n")
+        except KafkaOrderedError as e:  # poll also drives the switch
+            survive(e)
 
     out.write("#ready\n")
     out.flush()
