@@ -63,7 +63,7 @@ from .tokens import HEADER as _STAMP_HEADER
 from .tombstones import HEADER as _MOVED_HEADER
 
 __all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route", "method",
-           "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "fast_fetch", "fast_fetch_py"]
+           "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "replace_headers", "fast_fetch", "fast_fetch_py"]
 
 
 class PyProducerRoute:
@@ -251,12 +251,19 @@ def admits_py(calm: Any, got: Any) -> bool:
     return True
 
 
-def admits_runs(calm: Any, fetched: Mapping[Any, List[Any]]) -> bool:
-    """:func:`admits_py` for a fetch grouped by partition (kafka-python:
-    ``{TopicPartition: [ConsumerRecord, ...]}``, each list in offset order):
-    the same causal-token predicate per run (first offset as expected, no
-    gap, stamps only of the view), the same removal of included stamps
-    (records are replaced in their list by copies without the header)."""
+def replace_headers(record: Any, headers: List[Tuple[str, bytes]]) -> Any:
+    """A copy of the namedtuple ``record`` (kafka-python's ``ConsumerRecord``) with ``headers``."""
+    return record._replace(headers=headers)
+
+
+def admits_runs(calm: Any, fetched: Mapping[Any, List[Any]],
+                replace: Callable[[Any, List[Tuple[str, bytes]]], Any] = replace_headers) -> bool:
+    """:func:`admits_py` for a fetch grouped by partition (kafka-python and
+    aiokafka: ``{TopicPartition: [ConsumerRecord, ...]}``, each list in
+    offset order): the same causal-token predicate per run (first offset as
+    expected, no gap, stamps only of the view), the same removal of included
+    stamps (records are replaced in their list by ``replace(record,
+    headers)``, a copy without the header; the default suits namedtuples)."""
     managed, expected = calm.managed, calm.expected
     ends: List[Tuple[Tuple[str, int], int]] = []
     for tp, recs in fetched.items():
@@ -269,7 +276,7 @@ def admits_runs(calm: Any, fetched: Mapping[Any, List[Any]]) -> bool:
                 if stamps == 2:
                     return False
                 if stamps:
-                    recs[i] = r._replace(headers=[t for t in h if t[0] != _STAMP_HEADER])
+                    recs[i] = replace(r, [t for t in h if t[0] != _STAMP_HEADER])
         if tp.topic not in managed:
             continue
         key = (tp.topic, tp.partition)

@@ -758,7 +758,8 @@ class GatingCore:
 
     def seeked(self, tp: TP, offset: int) -> None:
         """The application sought ``tp`` to ``offset`` (``< 0``: a logical
-        offset): the new position counts as processed; a hold is released."""
+        offset, whose position the client tells once it resolved it): the
+        new position counts as processed; a hold is released."""
         st = self.parts.get(tp)
         if st is None or not st.owned:
             return
@@ -766,6 +767,8 @@ class GatingCore:
         self._dirty = True
         if offset >= 0:
             st.position = st.processed = offset
+        else:
+            st.position = None  # unknown until the client resolves the reset
         self.freshness.jumped(tp)
         if tp in self._held:
             self.release(tp)

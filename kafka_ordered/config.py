@@ -30,6 +30,7 @@ __all__ = [
     "CONSUMER_OPTIONS",
     "PRODUCER_OPTIONS",
     "split_config",
+    "dotted",
     "client_config",
     "internal_config",
     "connection_identity",
@@ -445,4 +446,18 @@ def kafka_python_connection_config(
             "settings in ordered.librdkafka.config (e.g. ssl.ca.location, sasl.oauthbearer.method, oauth_cb)"
         )
     out.update(librdkafka or {})
+    return out
+
+
+def dotted(configs: Mapping[str, Any]) -> Dict[str, Any]:
+    """Accept ``ordered_x_y=...`` as an alias of ``ordered.x.y``."""
+    out: Dict[str, Any] = {}
+    for key, value in configs.items():
+        if key.startswith("ordered_"):
+            name = key.replace("_", ".")
+            if name in configs and configs[name] != value:
+                raise ConfigError(f"{key}={value!r} conflicts with {name}={configs[name]!r}")
+            out[name] = value
+        elif key not in out:
+            out[key] = value
     return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from kafka import KafkaConsumer
 from kafka.coordinator.base import MemberState
@@ -14,26 +14,12 @@ from kafka.future import Future
 from kafka.serializer import Serializer
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from ..errors import ConfigError
+from ..config import dotted
 
 __all__ = ["dotted", "serializer", "resume_discarding_parked", "subscription_positions", "call_listener",
            "off_loop", "collect_finished_join"]
 
 log = logging.getLogger("kafka_ordered.consumer")
-
-
-def dotted(configs: Mapping[str, Any]) -> Dict[str, Any]:
-    """Accept ``ordered_x_y=...`` as an alias of ``ordered.x.y``."""
-    out: Dict[str, Any] = {}
-    for key, value in configs.items():
-        if key.startswith("ordered_"):
-            name = key.replace("_", ".")
-            if name in configs and configs[name] != value:
-                raise ConfigError(f"{key}={value!r} conflicts with {name}={configs[name]!r}")
-            out[name] = value
-        elif key not in out:
-            out[key] = value
-    return out
 
 
 def serializer(s: Any) -> Optional[Serializer]:

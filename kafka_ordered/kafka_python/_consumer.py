@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Type
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Type
 
 from kafka import KafkaConsumer
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener, ConsumerRebalanceListener
@@ -24,9 +24,8 @@ from ..gates import GateStatus, reset_policy
 from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
 from ..metrics import ConsumerMetrics
-from .._fastpath import admits_runs
-from ..tokens import Run, take_stamp
-from ..tombstones import is_move_tombstone
+from .._fastpath import admits_runs, replace_headers
+from .._grouped import take
 from ._compat import (call_listener, collect_finished_join, dotted, off_loop, resume_discarding_parked,
                       subscription_positions)
 
@@ -333,81 +332,7 @@ class OrderedKafkaConsumer:
 
     def _take(self, raw: Dict[TopicPartition, List[Any]],
               out: Dict[TopicPartition, List[Any]]) -> Dict[TopicPartition, List[Any]]:
-        """Deliver what may be delivered of one fetch (per partition: the
-        client's own list when nothing is cut; a watched partition's records
-        are cut at its gate by bisection on offsets); the client's positions
-        then count exactly the returned records (held ones are sought back)."""
-        core = self._core
-        try:
-            raw, runs = self._scan(raw)
-            core.ensure_fresh(runs)
-            watched = core.watched()
-            if not watched and not out:
-                return raw
-            for tp, recs in raw.items():
-                if not recs:
-                    continue
-                key = (tp.topic, tp.partition)
-                if key in watched:
-                    n = core.admit_run(key, len(recs), lambda i: recs[i].offset)  # noqa: B023
-                    if not n:
-                        continue
-                    if n < len(recs):
-                        recs = recs[:n]
-                if tp in out:
-                    out[tp].extend(recs)
-                else:
-                    out[tp] = recs
-            return out
-        except BaseException:
-            # Nothing of this fetch reaches the application: fetch it again.
-            for tp in raw:
-                out.pop(tp, None)
-            core.rewind({(tp.topic, tp.partition): recs[0].offset for tp, recs in raw.items() if recs})
-            raise
-
-    def _scan(self, raw: Mapping[TopicPartition, List[Any]]) -> Tuple[Dict[TopicPartition, List[Any]], List[Run]]:
-        """What each managed partition of a fetch holds, for the causal-token
-        rule (kafka-python groups records by partition, in offset order), and
-        the fetch with the ``kafka-ordered.reg`` stamp removed from every
-        record (the application never sees it) and, on managed topics,
-        without move tombstones. A stamp of this layout log on a topic the
-        view calls unmanaged proves the view stale: it is caught up first
-        (:meth:`GatingCore.managed_after_stamp`)."""
-        core = self._core
-        out: Dict[TopicPartition, List[Any]] = {}
-        runs: List[Run] = []
-        for tp, recs in raw.items():
-            if not recs:
-                out[tp] = recs
-                continue
-            newest: Optional[int] = None
-            tombstones: List[int] = []  # indexes of move tombstones in recs
-            if any(r.headers for r in recs):
-                log_id = core.freshness.log_id
-                kept = []
-                for i, r in enumerate(recs):
-                    taken = take_stamp(r.headers, log_id) if r.headers else None
-                    if taken is not None:
-                        got, left = taken
-                        if got is not None and (newest is None or got > newest):
-                            newest = got
-                        if is_move_tombstone(r.value, r.headers):
-                            tombstones.append(i)
-                        r = r._replace(headers=left or [])
-                    kept.append(r)
-                recs = kept
-            managed = core.managed(tp.topic)
-            if not managed and newest is not None:
-                managed = core.managed_after_stamp(tp.topic, newest)
-            if managed:
-                # The run counts the hidden tombstones: they are consumed, never delivered.
-                runs.append(Run((tp.topic, tp.partition), recs[0].offset, recs[-1].offset, len(recs), newest))
-                if tombstones:
-                    hidden = set(tombstones)
-                    recs = [r for i, r in enumerate(recs) if i not in hidden]
-            out[tp] = recs
-        return out, runs
+        return take(self._core, raw, out, replace_headers)
 
     def __iter__(self) -> "OrderedKafkaConsumer":
         return self
@@ -512,9 +437,7 @@ class OrderedKafkaConsumer:
         self._iterator = None
         keys = [(p.topic, p.partition) for p in partitions] if partitions else list(self._core.owned)
         for key in keys:
-            self._core.seeked(key, -1)  # the position is unknown until the reset resolves
-            if key in self._core.parts:
-                self._core.parts[key].position = None
+            self._core.seeked(key, -1)
 
     def pause(self, *partitions: TopicPartition) -> None:
         """``KafkaConsumer.pause``; kept across rebalances and gate releases."""

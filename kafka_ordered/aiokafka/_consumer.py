@@ -1,0 +1,589 @@
+"""``OrderedAIOKafkaConsumer``: aiokafka's ``AIOKafkaConsumer`` over the gating core."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import logging
+import time
+from types import TracebackType
+from typing import Any, Awaitable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import ConsumerStoppedError
+from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
+
+from .. import _log
+from .._fastpath import admits_runs
+from .._gating import GatingCore, GatingOptions
+from .._grouped import take
+from .._ports import TP
+from ..config import (
+    CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, dotted, kafka_python_connection_config, metrics_client_id, split_config,
+    truthy,
+)
+from ..errors import ConfigError
+from ..gates import GateStatus, reset_policy
+from ..history import LayoutHistory
+from ..listener import PartitionKeyRebalanceListener
+from ..metrics import ConsumerMetrics
+from ._bridge import LoopBridge
+
+__all__ = ["OrderedAIOKafkaConsumer"]
+
+log = logging.getLogger("kafka_ordered.consumer")
+
+_FETCH_SLICE_MS = 1000  # getone() waits for a record in slices this long
+
+
+def _replace_headers(record: ConsumerRecord, headers: List[Tuple[str, bytes]]) -> ConsumerRecord:
+    return dataclasses.replace(record, headers=headers)
+
+
+class _ConsumerPort:
+    """:class:`~kafka_ordered._ports.ConsumerPort` over an ``AIOKafkaConsumer``
+    (called on the bridge's worker; each client call runs on the loop)."""
+
+    def __init__(self, consumer: AIOKafkaConsumer, bridge: LoopBridge, timeout: float) -> None:
+        self.consumer = consumer
+        self.bridge = bridge
+        self.timeout = timeout
+
+    def partitions(self, tps: List[TP]) -> List[TopicPartition]:
+        return [TopicPartition(t, p) for t, p in tps]
+
+    def pause(self, tps: List[TP]) -> None:
+        self.bridge.call(self._assigned_only, self.consumer.pause, tps)
+
+    def resume(self, tps: List[TP]) -> None:
+        self.bridge.call(self._assigned_only, self.consumer.resume, tps)
+
+    def _assigned_only(self, fn: Any, tps: List[TP]) -> None:
+        assigned = self.consumer._subscription.assigned_partitions()
+        fn(*[tp for tp in self.partitions(tps) if tp in assigned])
+
+    def seek(self, tp: TP, offset: int) -> None:
+        self.bridge.call(self.consumer.seek, TopicPartition(*tp), offset)
+
+    def positions(self, tps: List[TP]) -> Dict[TP, int]:
+        return self.bridge.call(self._positions, tps)
+
+    def _positions(self, tps: List[TP]) -> Dict[TP, int]:
+        sub = self.consumer._subscription.subscription
+        assignment = sub.assignment if sub is not None else None
+        out: Dict[TP, int] = {}
+        if assignment is None:
+            return out
+        for tp in tps:
+            part = TopicPartition(*tp)
+            if part in assignment.tps:
+                state = assignment.state_value(part)
+                if state.has_valid_position:
+                    out[tp] = state.position
+        return out
+
+    def learn_partitions(self, topic: str) -> None:
+        self.bridge.call(self.consumer._client.force_metadata_update)
+
+    def committed(self, tps: List[TP]) -> Dict[TP, int]:
+        res = self.bridge.wait(self.consumer._coordinator.fetch_committed_offsets, self.partitions(tps),
+                               timeout=self.timeout)
+        return {(tp.topic, tp.partition): om.offset for tp, om in res.items() if om is not None and om.offset >= 0}
+
+    def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
+        if asynchronous:
+            fut = self.bridge.spawn(self._commit, offsets)
+            fut.add_done_callback(_log_failed_commit)
+            return fut
+        return self.bridge.wait(self._commit, offsets, timeout=self.timeout)
+
+    async def _commit(self, offsets: Dict[TP, int]) -> None:
+        # Through the coordinator: a commit past a gate also carries the
+        # source offsets it waited on, which may belong to partitions this
+        # member no longer owns (AIOKafkaConsumer.commit refuses those).
+        sub = self.consumer._subscription.subscription
+        assignment = sub.assignment if sub is not None else None
+        await self.consumer._coordinator.commit_offsets(
+            assignment, {TopicPartition(t, p): OffsetAndMetadata(off, "") for (t, p), off in sorted(offsets.items())})
+
+
+def _log_failed_commit(fut: Any) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.warning("commit failed: %s", fut.exception())
+
+
+class _AwaitedKeyListener(PartitionKeyRebalanceListener):
+    """The application's key listener as the core calls it (on the worker):
+    a callback that returns an awaitable is awaited on the loop."""
+
+    def __init__(self, user: PartitionKeyRebalanceListener, bridge: LoopBridge) -> None:
+        self.user = user
+        self.bridge = bridge
+
+    def _done(self, result: Any) -> None:
+        if inspect.isawaitable(result):
+            self.bridge.wait(lambda: result)
+
+    def on_partition_key_maybe_revoked(self, partitions: List[Any]) -> None:
+        self._done(self.user.on_partition_key_maybe_revoked(partitions))
+
+    def on_partition_key_assigned(self, partitions: List[Any]) -> None:
+        self._done(self.user.on_partition_key_assigned(partitions))
+
+
+async def _call_listener(listener: Any, name: str, partitions: Any) -> None:
+    if listener is None:
+        return
+    result = getattr(listener, name)(partitions)
+    if inspect.isawaitable(result):
+        await result
+
+
+class _Rebalance(ConsumerRebalanceListener):
+    """Runs on the loop inside aiokafka's rebalance: our bookkeeping around
+    the application's own listener."""
+
+    def __init__(self, owner: "OrderedAIOKafkaConsumer", user: Optional[ConsumerRebalanceListener]) -> None:
+        self.owner = owner
+        self.user = user
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        try:
+            await _call_listener(self.user, "on_partitions_revoked", revoked)
+        finally:
+            await self.owner._on_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        await self.owner._on_assigned(assigned)
+        await _call_listener(self.user, "on_partitions_assigned", assigned)
+
+
+class OrderedAIOKafkaConsumer:
+    """``aiokafka.AIOKafkaConsumer`` that delivers keyed records in order
+    across layout changes of managed topics.
+
+    Construct it inside a running event loop, as ``AIOKafkaConsumer``, with
+    aiokafka's keyword configs (``group_id`` required) plus ``ordered.*``
+    options (``ordered_x_y=`` also works). ``await start()`` connects to the
+    layout log too. The wrapper owns offset storage: the inner consumer's
+    auto-commit is off, and with ``enable_auto_commit=True`` (the default)
+    the wrapper commits the positions of records returned by earlier
+    ``getmany``/``getone`` calls every ``auto_commit_interval_ms``, and
+    promptly when another member's gate waits on a partition it owns.
+    Records held at a gate are never committed.
+
+    ``subscribe(..., key_listener=PartitionKeyRebalanceListener)`` for per-key
+    state hand-off; its callbacks may be coroutines (they are awaited).
+    ``listener`` stays aiokafka's ``ConsumerRebalanceListener``. aiokafka
+    forgets pauses at every rebalance: the wrapper applies the application's
+    own pauses again, and its holds at gates are re-decided from the gates.
+
+    The protocol's blocking work (layout-log catch-ups, offset reads) runs
+    on one worker thread per consumer, never on the event loop.
+    """
+
+    def __init__(self, *topics: str, **configs: Any) -> None:
+        opts, conf = split_config(dotted(configs), CONSUMER_OPTIONS + KAFKA_PYTHON_OPTIONS, "OrderedAIOKafkaConsumer")
+        if not conf.get("group_id"):
+            raise ConfigError("OrderedAIOKafkaConsumer needs group_id: gates are evaluated per consumer group")
+        auto_commit = truthy(conf.pop("enable_auto_commit", True))
+        interval = int(conf.pop("auto_commit_interval_ms", 5000)) / 1000.0
+        conf["enable_auto_commit"] = False
+        self._conn = kafka_python_connection_config(conf, opts["ordered.librdkafka.config"])
+        self._opts = opts
+        self._group_id = str(conf["group_id"])
+        self._client_id = metrics_client_id({"client.id": conf.get("client_id")}, "consumer", self._group_id)
+        self._options = GatingOptions(opts, auto_commit, interval,
+                                      reset_policy(conf.get("auto_offset_reset", "latest")))
+        self._bridge = LoopBridge("kafka-ordered-aiokafka-consumer")
+        self._consumer = AIOKafkaConsumer(**conf)
+        self._shared: Optional[_log.Shared] = None
+        self._core_: Optional[GatingCore] = None
+        self._port = _ConsumerPort(self._consumer, self._bridge, self._options.timeout)
+        self._closed = False
+        self._key_listener: Optional[PartitionKeyRebalanceListener] = None
+        self._subscribed: Set[str] = set()
+        if topics:
+            self.subscribe(list(topics))
+
+    @property
+    def _core(self) -> GatingCore:
+        if self._core_ is None:
+            raise ConsumerStoppedError() if self._closed else ConfigError(
+                "OrderedAIOKafkaConsumer is not started: await start() first")
+        return self._core_
+
+    # -- life cycle
+
+    async def start(self) -> None:
+        """Connect to the layout log (catching up with it, on the worker
+        thread), then ``AIOKafkaConsumer.start``. Raises what either raises;
+        nothing started is left running then."""
+        self._bridge.bind()
+        shared = await self._bridge.run(
+            _log.acquire, self._conn, self._opts["ordered.layout.topic"],
+            corrupt_policy=self._opts["ordered.layout.corrupt.policy"], timeout=self._options.timeout)
+        self._shared = shared
+        core = GatingCore(self._port, shared.follower, shared.offsets, self._options)
+        self._core_ = core
+        self._apply_listener()
+        core.subscribed = set(self._subscribed)
+        try:
+            await self._consumer.start()
+        except BaseException:
+            await self._release()
+            raise
+
+    async def stop(self) -> None:
+        """Commit returned records (with auto-commit), ``AIOKafkaConsumer.stop``
+        (leaves the group), release the layout-log resources."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._core_ is not None and self._options.auto_commit:
+                offsets = await self._bridge.run(self._core_.uncommitted)
+                if offsets:
+                    try:
+                        await self._bridge.run(self._core_.commit, offsets, False)
+                    except Exception as e:
+                        log.warning("final commit failed: %s", e)
+                self._options.auto_commit = False  # also no commit from the revoke callback
+            await self._consumer.stop()
+        finally:
+            await self._release()
+
+    async def _release(self) -> None:
+        core, shared = self._core_, self._shared
+        self._core_ = self._shared = None
+        if core is not None:
+            core.close()
+        if shared is not None:
+            await self._bridge.run(shared.release)
+        self._bridge.close()
+
+    async def __aenter__(self) -> "OrderedAIOKafkaConsumer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> None:
+        await self.stop()
+
+    @property
+    def consumer(self) -> AIOKafkaConsumer:
+        """The wrapped ``AIOKafkaConsumer``."""
+        return self._consumer
+
+    @property
+    def history(self) -> LayoutHistory:
+        """The layout history this consumer follows (shared by the process's
+        clients of the same cluster and layout log)."""
+        return self._core.history
+
+    @property
+    def stall_seconds(self) -> Dict[TP, float]:
+        """Total time each partition waited at gates that since opened."""
+        return self._core.stall_seconds
+
+    def ordered_metrics(self) -> ConsumerMetrics:
+        """A snapshot of this member's gates, held records, gate waits and
+        layout-log view (see :class:`kafka_ordered.metrics.ConsumerMetrics`)."""
+        return self._core.metrics(self._group_id, self._client_id)
+
+    def gate_status(self) -> List[GateStatus]:
+        """Every partition with a closed gate (see :meth:`OrderedConsumer.gate_status`)."""
+        return self._core.gate_status()
+
+    # -- rebalance (on the loop, inside aiokafka's rebalance)
+
+    async def _on_assigned(self, assigned: Any) -> None:
+        parts = sorted(assigned)
+        if not parts:
+            return
+        res = await self._consumer._coordinator.fetch_committed_offsets(parts)
+        committed = {(tp.topic, tp.partition): om.offset for tp, om in res.items()
+                     if om is not None and om.offset >= 0}
+        keys = [(tp.topic, tp.partition) for tp in parts]
+        starts = await self._bridge.run(self._core.assigned, keys, committed)
+        for tp, key in zip(parts, keys):
+            off = committed.get(key, starts.get(key))
+            if off is not None:
+                self._consumer.seek(tp, off)
+        await self._bridge.run(self._core.unpause_assigned, keys)
+
+    async def _on_revoked(self, revoked: Any) -> None:
+        core = self._core_
+        if core is None:
+            return
+        tps = [(tp.topic, tp.partition) for tp in revoked]
+        if self._options.auto_commit:
+            offsets = await self._bridge.run(core.uncommitted, tps)
+            if offsets:
+                try:  # lands before this member rejoins
+                    await self._bridge.run(core.commit, offsets, False)
+                except Exception as e:
+                    log.warning("commit on revoke failed: %s", e)
+        await self._bridge.run(core.revoked, tps)
+
+    # -- subscription
+
+    def subscribe(self, topics: Sequence[str] = (), pattern: Optional[str] = None,
+                  listener: Optional[ConsumerRebalanceListener] = None, *,
+                  key_listener: Optional[PartitionKeyRebalanceListener] = None) -> None:
+        """``AIOKafkaConsumer.subscribe`` plus ``key_listener`` for per-key state hand-off."""
+        if key_listener is not None and not isinstance(key_listener, PartitionKeyRebalanceListener):
+            raise TypeError("key_listener must be a PartitionKeyRebalanceListener")
+        if listener is not None and not isinstance(listener, ConsumerRebalanceListener):
+            raise TypeError("listener must be a ConsumerRebalanceListener")
+        self._consumer.subscribe(topics=topics, pattern=pattern, listener=_Rebalance(self, listener))
+        self._key_listener = key_listener
+        self._subscribed = set(topics or ())
+        if self._core_ is not None:
+            self._apply_listener()
+            self._core_.subscribed = set(self._subscribed)
+
+    def _apply_listener(self) -> None:
+        user = self._key_listener
+        self._core.listener = None if user is None else _AwaitedKeyListener(user, self._bridge)
+
+    def unsubscribe(self) -> None:
+        """``AIOKafkaConsumer.unsubscribe``; the gate state of every owned
+        partition goes (commit first with :meth:`commit` to keep progress)."""
+        self._core.revoked(list(self._core.owned))
+        self._consumer.unsubscribe()
+        self._subscribed = set()
+        self._core.subscribed = set()
+
+    def subscription(self) -> Set[str]:
+        """``AIOKafkaConsumer.subscription``; plain delegation."""
+        return self._consumer.subscription()
+
+    async def assign(self, partitions: List[TopicPartition], *,
+                     key_listener: Optional[PartitionKeyRebalanceListener] = None) -> None:
+        """Manual assignment (no group rebalancing); gates still apply.
+        A coroutine, unlike ``AIOKafkaConsumer.assign``: the start positions
+        are resolved (committed offsets, layout-aware starts) before it returns.
+        ``key_listener`` as for :meth:`subscribe`."""
+        core = self._core
+        if key_listener is not None:
+            if not isinstance(key_listener, PartitionKeyRebalanceListener):
+                raise TypeError("key_listener must be a PartitionKeyRebalanceListener")
+            self._key_listener = key_listener
+            self._apply_listener()
+        want = {(tp.topic, tp.partition) for tp in partitions}
+        await self._bridge.run(core.revoked, sorted(core.owned - want))
+        added = sorted(want - core.owned)
+        self._consumer.assign(list(partitions))
+        committed = await self._bridge.run(self._port.committed, added) if added else {}
+        starts = await self._bridge.run(core.assigned, added, committed)
+        for key in added:
+            off = committed.get(key, starts.get(key))
+            if off is not None:
+                self._consumer.seek(TopicPartition(*key), off)
+
+    def assignment(self) -> Set[TopicPartition]:
+        """``AIOKafkaConsumer.assignment``: every assigned partition, including
+        those held at a gate."""
+        return self._consumer.assignment()
+
+    # -- consuming
+
+    async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
+                      max_records: Optional[int] = None) -> Dict[TopicPartition, List[ConsumerRecord]]:
+        """``AIOKafkaConsumer.getmany``: deliverable records by partition ({}
+        while partitions wait at gates)."""
+        if self._closed:
+            raise ConsumerStoppedError()
+        if timeout_ms < 0:
+            raise ValueError("timeout_ms must not be negative")
+        core = self._core
+        calm = core.calm
+        if calm.quiet:
+            # Nothing to gate: the client's own fetch, its records untouched
+            # until the calm's deadline (see kafka_ordered._fastpath.fast_fetch).
+            raw = await self._consumer.getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
+            if calm.quiet and time.monotonic() < calm.until and (
+                    not raw or admits_runs(calm, raw, _replace_headers)):
+                return raw
+            return await self._unharmed(self._decide_late(raw), {
+                (tp.topic, tp.partition): recs[0].offset for tp, recs in raw.items() if recs})
+        firsts: Dict[TP, int] = {}
+        return await self._unharmed(self._cycle(partitions, timeout_ms, max_records, firsts), firsts)
+
+    async def _unharmed(self, cycle: Awaitable[Dict[TopicPartition, List[ConsumerRecord]]],
+                        firsts: Dict[TP, int]) -> Dict[TopicPartition, List[ConsumerRecord]]:
+        """``cycle``'s result; when the caller is cancelled (``wait_for``,
+        a task's cancel) after records were fetched, they are fetched again
+        by the next call, never lost (``firsts``: the first fetched offset
+        of each partition, as the cycle fills it)."""
+        try:
+            return await cycle
+        except asyncio.CancelledError:
+            if firsts:
+                await self._bridge.run(self._core.rewind, dict(firsts))
+            raise
+
+    async def _decide_late(self, raw: Dict[TopicPartition, List[ConsumerRecord]]
+                           ) -> Dict[TopicPartition, List[ConsumerRecord]]:
+        core = self._core
+        if not raw:
+            await self._bridge.run(core.idle)
+            return raw
+        await self._bridge.run(core.fetched_late)
+        return await self._bridge.run(take, core, raw, {}, _replace_headers)
+
+    async def _cycle(self, partitions: Sequence[TopicPartition], timeout_ms: int, max_records: Optional[int],
+                     firsts: Dict[TP, int]) -> Dict[TopicPartition, List[ConsumerRecord]]:
+        core = self._core
+        bridge = self._bridge
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        await bridge.run(core.begin_poll)
+        out: Dict[TopicPartition, List[ConsumerRecord]] = {}
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            chunk = core.poll_chunk(left) if core.owned else left
+            raw = await self._consumer.getmany(*partitions, timeout_ms=int((chunk or 0.0) * 1000),
+                                               max_records=max_records)
+            if raw:
+                for tp, recs in raw.items():
+                    if recs:
+                        firsts.setdefault((tp.topic, tp.partition), recs[0].offset)
+                out = await bridge.run(take, core, raw, out, _replace_headers)
+            if out or time.monotonic() >= deadline:
+                await bridge.run(core.settle)
+                return out
+            await bridge.run(core.maintain)
+
+    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
+        """``AIOKafkaConsumer.getone``: the next deliverable record (waits for one)."""
+        while True:
+            got = await self.getmany(*partitions, timeout_ms=_FETCH_SLICE_MS, max_records=1)
+            for recs in got.values():
+                if recs:
+                    return recs[0]
+
+    def __aiter__(self) -> "OrderedAIOKafkaConsumer":
+        if self._closed:
+            raise ConsumerStoppedError()
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        """aiokafka's ``async for``: :meth:`getone` until the consumer stops."""
+        try:
+            return await self.getone()
+        except ConsumerStoppedError:
+            raise StopAsyncIteration() from None
+
+    # -- offsets
+
+    async def commit(self, offsets: Optional[Mapping[TopicPartition, Any]] = None) -> None:
+        """``AIOKafkaConsumer.commit``. Without ``offsets`` commits the positions
+        of every record returned so far. Commits that move a partition past a
+        gate opened inside this consumer also carry the source offsets it
+        waited on."""
+        core = self._core
+        core.last_commit = time.monotonic()
+        if offsets is None:
+            want = core.processed_offsets()
+        else:
+            want = {(tp.topic, tp.partition): (om[0] if isinstance(om, tuple) else int(om))
+                    for tp, om in offsets.items()}
+        if not want:
+            return
+        await self._bridge.run(core.commit, want, False)
+
+    async def committed(self, partition: TopicPartition) -> Optional[int]:
+        """``AIOKafkaConsumer.committed``; plain delegation. Records held at a
+        gate are never committed."""
+        return await self._consumer.committed(partition)
+
+    async def position(self, partition: TopicPartition) -> int:
+        """Position after the records returned so far (held records do not count)."""
+        key = (partition.topic, partition.partition)
+        known = await self._bridge.run(self._core.positions, [key])
+        if key in known:
+            return known[key]
+        return await self._consumer.position(partition)
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """``AIOKafkaConsumer.seek``; the new position counts as processed for gates."""
+        self._consumer.seek(partition, offset)
+        self._core.seeked((partition.topic, partition.partition), offset)
+
+    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """``AIOKafkaConsumer.seek_to_beginning`` (all assigned partitions when
+        none are given); the reset position counts as processed once known."""
+        await self._consumer.seek_to_beginning(*partitions)
+        self._reset_positions(partitions)
+
+    async def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """``AIOKafkaConsumer.seek_to_end`` (all assigned partitions when none
+        are given); the reset position counts as processed once known."""
+        await self._consumer.seek_to_end(*partitions)
+        self._reset_positions(partitions)
+
+    async def seek_to_committed(self, *partitions: TopicPartition) -> Dict[TopicPartition, Optional[int]]:
+        """``AIOKafkaConsumer.seek_to_committed``; the positions count as processed."""
+        result = await self._consumer.seek_to_committed(*partitions)
+        for tp, off in result.items():
+            self._core.seeked((tp.topic, tp.partition), -1 if off is None else off)
+        return result
+
+    def _reset_positions(self, partitions: Sequence[TopicPartition]) -> None:
+        keys = [(p.topic, p.partition) for p in partitions] if partitions else list(self._core.owned)
+        for key in keys:
+            self._core.seeked(key, -1)
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """``AIOKafkaConsumer.pause``; kept across rebalances and gate releases."""
+        self._core.user_pause([(p.topic, p.partition) for p in partitions])
+        self._consumer.pause(*partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        """``AIOKafkaConsumer.resume``; a partition held at a gate resumes when
+        the gate opens, not before."""
+        ok = set(self._core.user_resume([(p.topic, p.partition) for p in partitions]))
+        self._consumer.resume(*[p for p in partitions if (p.topic, p.partition) in ok])
+
+    def paused(self) -> Set[TopicPartition]:
+        """Partitions paused by the application (not those held at gates)."""
+        return {tp for tp in self._consumer.paused() if self._core.paused_by_user((tp.topic, tp.partition))}
+
+    # -- plain delegations (cannot affect order)
+
+    async def beginning_offsets(self, partitions: List[TopicPartition]) -> Dict[TopicPartition, int]:
+        """``AIOKafkaConsumer.beginning_offsets``; plain delegation."""
+        return await self._consumer.beginning_offsets(partitions)
+
+    async def end_offsets(self, partitions: List[TopicPartition]) -> Dict[TopicPartition, int]:
+        """``AIOKafkaConsumer.end_offsets``; plain delegation."""
+        return await self._consumer.end_offsets(partitions)
+
+    async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> Dict[TopicPartition, Any]:
+        """``AIOKafkaConsumer.offsets_for_times``; plain delegation (seek to the
+        result with :meth:`seek`, which the gates see)."""
+        return await self._consumer.offsets_for_times(timestamps)
+
+    def highwater(self, partition: TopicPartition) -> Optional[int]:
+        """``AIOKafkaConsumer.highwater``; plain delegation."""
+        return self._consumer.highwater(partition)
+
+    def last_stable_offset(self, partition: TopicPartition) -> Optional[int]:
+        """``AIOKafkaConsumer.last_stable_offset``; plain delegation."""
+        return self._consumer.last_stable_offset(partition)
+
+    def last_poll_timestamp(self, partition: TopicPartition) -> Optional[int]:
+        """``AIOKafkaConsumer.last_poll_timestamp``; plain delegation."""
+        return self._consumer.last_poll_timestamp(partition)
+
+    async def topics(self) -> Set[str]:
+        """``AIOKafkaConsumer.topics``; plain delegation."""
+        return await self._consumer.topics()
+
+    def partitions_for_topic(self, topic: str) -> Optional[Set[int]]:
+        """``AIOKafkaConsumer.partitions_for_topic``: physical partitions,
+        including draining and spare ones; plain delegation."""
+        return self._consumer.partitions_for_topic(topic)

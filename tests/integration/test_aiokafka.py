@@ -1,0 +1,278 @@
+"""The aiokafka (asyncio) adapter on a real broker: order across expand and
+shrink for a backlog and for a two-member group, the plain aiokafka control
+the oracle flags, async key listeners, pauses across rebalances, offsets."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any, Callable, Dict, Iterator, List, Tuple
+
+import pytest
+
+pytest.importorskip("aiokafka")
+
+from aiokafka import AIOKafkaConsumer  # noqa: E402
+from aiokafka.structs import TopicPartition  # noqa: E402
+
+from kafka_ordered import ConfigError, OrderedProducer  # noqa: E402
+from kafka_ordered.admin import LayoutAdmin  # noqa: E402
+from kafka_ordered.aiokafka import OrderedAIOKafkaConsumer  # noqa: E402
+from kafka_ordered.listener import PartitionKeyRebalanceListener  # noqa: E402
+from kafka_ordered.testing import OrderingOracle, encode_value  # noqa: E402
+
+from ..conftest import spare  # noqa: E402
+
+KEYS = [b"key-%03d" % i for i in range(40)]
+
+
+@pytest.fixture
+def opts(layout_topic: str) -> Dict[str, Any]:
+    return {"ordered.layout.topic": layout_topic}
+
+
+@pytest.fixture
+def layout_admin(bootstrap: str, layout_topic: str) -> Iterator[LayoutAdmin]:
+    with LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}) as a:
+        yield a
+
+
+@pytest.fixture
+def consumer_config(bootstrap: str, opts: Dict[str, Any], unique: Callable[[str], str],
+                    group_settings_kafka_python: Dict[str, Any]) -> Dict[str, Any]:
+    return {"bootstrap_servers": bootstrap, "group_id": unique("group"), "auto_offset_reset": "earliest",
+            "fetch_max_wait_ms": 50, **group_settings_kafka_python, **opts}
+
+
+def _backlog(layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
+             closing: Callable[[Any], Any]) -> OrderingOracle:
+    """Per-key sequences written through 2 -> 4 -> 3 -> 5 partitions before
+    any consumer starts: a consumer may fetch new partitions before old ones,
+    so only the gates keep the order."""
+    layout_admin.create_topic(topic, 2, spare(6))
+    oracle = OrderingOracle()
+    p = closing(OrderedProducer({"bootstrap.servers": bootstrap, "linger.ms": 20, **opts}))
+    seq: Dict[bytes, int] = {}
+    sent: List[Tuple[bytes, bytes]] = []
+
+    def rounds(n: int) -> None:
+        for _ in range(n):
+            for k in KEYS:
+                v = encode_value("P1", seq.get(k, 0))
+                seq[k] = seq.get(k, 0) + 1
+                p.produce(topic, key=k, value=v)
+                sent.append((k, v))
+
+    rounds(4)
+    for step in (lambda: layout_admin.expand(topic, 4), lambda: layout_admin.shrink(topic, 3),
+                 lambda: layout_admin.expand(topic, 5)):
+        step()
+        deadline = time.monotonic() + 10
+        while p.history.current(topic).epoch < layout_admin.layout(topic).epoch:  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the producer never saw the new layout"
+            time.sleep(0.01)
+        rounds(4)
+    assert p.flush(30) == 0
+    for k, v in sent:
+        oracle.acknowledged_value(k, v)
+    return oracle
+
+
+class AsyncKeyEvents(PartitionKeyRebalanceListener):
+    """A key listener whose callbacks are coroutines (they must be awaited)."""
+
+    def __init__(self) -> None:
+        self.events: List[Tuple[str, int]] = []
+
+    async def on_partition_key_maybe_revoked(self, partitions: List[Any]) -> None:  # type: ignore[override]
+        await asyncio.sleep(0)
+        self.events += [("revoked", p.partition) for p in partitions]
+
+    async def on_partition_key_assigned(self, partitions: List[Any]) -> None:  # type: ignore[override]
+        await asyncio.sleep(0)
+        self.events += [("assigned", p.partition) for p in partitions]
+
+
+async def _drain(consumers: List[Any], oracle: OrderingOracle, expected: int, timeout: float = 60.0) -> None:
+    """Until every acknowledged record was delivered at least once (a
+    rebalance may deliver some twice: at-least-once)."""
+    deadline = time.monotonic() + timeout
+    while oracle.report().unique < expected and time.monotonic() < deadline:
+        for c in consumers:
+            batch = await c.getmany(timeout_ms=100, max_records=25)
+            for tp, recs in batch.items():
+                for r in recs:
+                    oracle.delivered_value(r.key, r.value, where=f"{tp.partition}@{r.offset}")
+
+
+def test_a_backlog_across_expand_and_shrink_is_delivered_in_order(
+        layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
+        consumer_config: Dict[str, Any], closing: Callable[[Any], Any]) -> None:
+    oracle = _backlog(layout_admin, topic, bootstrap, opts, closing)
+    expected = oracle.report().acknowledged
+
+    async def run() -> Tuple[AsyncKeyEvents, Dict[int, int]]:
+        keys = AsyncKeyEvents()
+        c = OrderedAIOKafkaConsumer(**consumer_config)
+        c.subscribe([topic], key_listener=keys)
+        async with c:
+            await _drain([c], oracle, expected)
+            await c.getmany(timeout_ms=100)
+            await c.commit()
+            committed = {q: (await c.committed(TopicPartition(topic, q))) or 0 for q in range(6)}
+        return keys, committed
+
+    keys, committed = asyncio.run(run())
+    report = oracle.report()
+    assert report.violations == (), report.violations[:5]
+    assert report.missing == 0, f"{report.missing} acknowledged records not delivered"
+    # The async key listener was awaited: every opened gate announced its target after a source.
+    assigned = [i for i, e in enumerate(keys.events) if e[0] == "assigned"]
+    assert {keys.events[i][1] for i in assigned} >= {2, 3}, keys.events
+    assert min(i for i, e in enumerate(keys.events) if e[0] == "revoked") < assigned[0], keys.events
+    # Offsets are the wrapper's: what was returned reaches the group.
+    assert sum(committed.values()) == report.acknowledged
+
+
+def test_plain_aiokafka_consumers_reorder_the_same_backlog(
+        layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
+        consumer_config: Dict[str, Any], closing: Callable[[Any], Any]) -> None:
+    """Control: the same backlog through a plain ``AIOKafkaConsumer`` (proof the oracle can fail)."""
+    oracle = _backlog(layout_admin, topic, bootstrap, opts, closing)
+    expected = oracle.report().acknowledged
+    plain = {k: v for k, v in consumer_config.items() if not k.startswith("ordered.")}
+
+    async def run() -> None:
+        c = AIOKafkaConsumer(topic, **plain)
+        await c.start()
+        try:
+            await _drain([c], oracle, expected)
+        finally:
+            await c.stop()
+
+    asyncio.run(run())
+    report = oracle.report()
+    assert report.missing == 0
+    assert report.violations, "expected reordering without gates"
+
+
+def test_a_two_member_group_keeps_order_with_getone_and_async_for(
+        layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
+        consumer_config: Dict[str, Any], closing: Callable[[Any], Any]) -> None:
+    """Two members of one group (one reads with ``getone``, the other with
+    ``async for``), joined while the backlog waits: the rebalance between
+    them moves partitions held at gates; aiokafka forgets pauses then."""
+    oracle = _backlog(layout_admin, topic, bootstrap, opts, closing)
+    expected = oracle.report().acknowledged
+
+    async def run() -> None:
+        a = OrderedAIOKafkaConsumer(topic, **consumer_config)
+        b = OrderedAIOKafkaConsumer(topic, **consumer_config)
+        deadline = time.monotonic() + 90
+
+        def done() -> bool:
+            return oracle.report().unique >= expected or time.monotonic() > deadline
+
+        async with a, b:
+
+            async def iterate() -> None:
+                async for r in b:
+                    oracle.delivered_value(r.key, r.value, where=f"{r.partition}@{r.offset}")
+                    if done():
+                        return
+
+            task = asyncio.ensure_future(iterate())
+            while not done() and not task.done():
+                try:
+                    r = await asyncio.wait_for(a.getone(), 0.5)
+                except asyncio.TimeoutError:
+                    continue
+                oracle.delivered_value(r.key, r.value, where=f"{r.partition}@{r.offset}")
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(run())
+    report = oracle.report()
+    assert report.violations == (), report.violations[:5]
+    assert report.missing == 0, f"{report.missing} acknowledged records not delivered"
+
+
+def test_an_application_pause_survives_a_rebalance_and_a_gate(
+        layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
+        consumer_config: Dict[str, Any], closing: Callable[[Any], Any]) -> None:
+    """aiokafka forgets pauses at every rebalance: the wrapper applies the
+    application's own pause again, and nothing of the paused partition is
+    delivered until the application resumes it."""
+    _backlog(layout_admin, topic, bootstrap, opts, closing)
+
+    async def run() -> Tuple[int, int]:
+        a = OrderedAIOKafkaConsumer(**consumer_config)
+        async with a:
+            await a.assign([TopicPartition(topic, q) for q in range(2)])
+            paused = TopicPartition(topic, 0)
+            a.pause(paused)
+            got = 0
+            for _ in range(20):
+                batch = await a.getmany(timeout_ms=100)
+                got += len(batch.get(paused, []))
+            assert a.paused() == {paused}
+            a.resume(paused)
+            after = 0
+            for _ in range(40):
+                after += len((await a.getmany(timeout_ms=100)).get(paused, []))
+                if after:
+                    break
+            return got, after
+
+    # assign() before start() is refused with a clear error
+    async def early() -> None:
+        c = OrderedAIOKafkaConsumer(**consumer_config)
+        with pytest.raises(ConfigError, match="start"):
+            await c.assign([TopicPartition(topic, 0)])
+
+    asyncio.run(early())
+    got, after = asyncio.run(run())
+    assert got == 0, "a paused partition delivered records"
+    assert after > 0, "the resumed partition never delivered"
+
+
+def test_group_id_is_required(bootstrap: str) -> None:
+    async def make() -> None:
+        OrderedAIOKafkaConsumer(bootstrap_servers=bootstrap)
+
+    with pytest.raises(ConfigError, match="group_id"):
+        asyncio.run(make())
+
+
+def test_a_cancelled_getmany_loses_no_record(
+        layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
+        consumer_config: Dict[str, Any], closing: Callable[[Any], Any]) -> None:
+    """Cancelling ``getmany`` (``wait_for`` with a short timeout, as
+    applications do) while the gates decide a fetch: its records come with
+    a later call, in order."""
+    oracle = _backlog(layout_admin, topic, bootstrap, opts, closing)
+    expected = oracle.report().acknowledged
+
+    async def run() -> int:
+        rng = random.Random(7)
+        cancelled = 0
+        c = OrderedAIOKafkaConsumer(topic, **consumer_config)
+        async with c:
+            deadline = time.monotonic() + 60
+            while oracle.report().unique < expected and time.monotonic() < deadline:
+                try:
+                    batch = await asyncio.wait_for(c.getmany(timeout_ms=50, max_records=7), rng.uniform(0.001, 0.04))
+                except asyncio.TimeoutError:
+                    cancelled += 1
+                    continue
+                for tp, recs in batch.items():
+                    for r in recs:
+                        oracle.delivered_value(r.key, r.value, where=f"{tp.partition}@{r.offset}")
+        return cancelled
+
+    cancelled = asyncio.run(run())
+    report = oracle.report()
+    assert cancelled > 0
+    assert report.violations == (), report.violations[:5]
+    assert report.missing == 0, f"{report.missing} acknowledged records not delivered"
