@@ -29,6 +29,8 @@ from .errors import (
     ConcurrentLayoutChangeError,
     ConfigError,
     CorruptLayoutRecordError,
+    DataLossError,
+    DeliveryError,
     GuardRailsError,
     HashDetectionError,
     InvalidKeyError,
@@ -36,10 +38,13 @@ from .errors import (
     KafkaOrderedError,
     LayoutLogError,
     LayoutLogUnwritableError,
+    LayoutTopicNotFoundError,
+    NullTopicError,
     PartitionOverrideError,
     PlacementError,
     ProtocolVersionError,
     RegistrationError,
+    SparkExtraMissingError,
     StaleLayoutViewError,
     SwitchTimeoutError,
     TopicAlreadyManagedError,
@@ -49,6 +54,7 @@ from .errors import (
     UnsafeLayoutLogError,
     UnsupportedBrokerApiError,
     UnsupportedLayoutVersionError,
+    WorkerEnvironmentError,
 )
 from ._hashing import speedups_enabled
 from .gates import GateStatus
@@ -127,4 +133,11 @@ __all__ = [
     "PlacementError",
     "GuardRailsError",
     "HashDetectionError",
+    # errors of the Spark connector (spark_connector re-exports them)
+    "LayoutTopicNotFoundError",
+    "DataLossError",
+    "DeliveryError",
+    "NullTopicError",
+    "SparkExtraMissingError",
+    "WorkerEnvironmentError",
 ]

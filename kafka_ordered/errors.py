@@ -1,7 +1,9 @@
 """Errors raised by kafka-ordered, and the one table that maps broker and
 client error codes to them.
 
-Every error derives from :class:`KafkaOrderedError`. Errors caused by a broker
+Every error derives from :class:`KafkaOrderedError`, the Spark connector's
+(``spark_connector``, ``pyspark_kafka_ordered``) included; those modules
+re-export the ones they raise. Errors caused by a broker
 response keep the broker's error code in :attr:`KafkaOrderedError.code` (the
 librdkafka/Kafka numeric code, or ``None``) and chain the client exception as
 ``__cause__``. Errors about bad arguments also derive from ``ValueError`` or
@@ -51,6 +53,12 @@ __all__ = [
     "PartitionOverrideError",
     "PlacementError",
     "GuardRailsError",
+    "LayoutTopicNotFoundError",
+    "DataLossError",
+    "DeliveryError",
+    "NullTopicError",
+    "SparkExtraMissingError",
+    "WorkerEnvironmentError",
     "CODES",
     "for_code",
     "translate",
@@ -257,6 +265,54 @@ class GuardRailsError(PlacementError):
     def __init__(self, message: str, *, remaining: Mapping[int, int], code: Optional[int] = None) -> None:
         super().__init__(message, code=code)
         self.remaining = dict(remaining)
+
+
+# -- the Spark connector's (spark_connector re-exports them where it raises them)
+
+
+class LayoutTopicNotFoundError(ConfigError, LayoutLogError):
+    """The layout log named by the Spark source's or sink's
+    ``ordered.layout.topic`` option does not exist (the connector never
+    creates it: a misspelt name must not read or write ungated)."""
+
+
+class DataLossError(KafkaOrderedError):
+    """Records the Spark query has not read yet are gone (retention, topic
+    recreated); raised when ``failOnDataLoss`` is true (the default)."""
+
+
+class DeliveryError(KafkaOrderedError):
+    """Rows a Spark sink task wrote were not acknowledged (the task fails;
+    Spark retries it, so rows may be written twice: at least once, like the
+    built-in sink)."""
+
+
+class NullTopicError(ConfigError):
+    """A row given to the Spark sink has no topic: no ``topic`` option and a
+    null ``topic`` column."""
+
+
+class SparkExtraMissingError(KafkaOrderedError, ImportError):
+    """The interpreter running the Spark connector (the driver, or a Spark
+    Python worker started with ``PYSPARK_PYTHON``) cannot import a module the
+    connector needs: ``pyspark`` or ``pyarrow`` (the ``spark`` extra), or a
+    dependency of kafka-ordered. The message names the module and the fix;
+    ``name`` is the module that failed to import (as for ``ImportError``).
+
+    :data:`WorkerEnvironmentError` is the same class. A worker whose
+    interpreter cannot import ``kafka_ordered`` at all gets a stand-in outside
+    this hierarchy (an ``ImportError`` whose class name ends in
+    ``WorkerEnvironmentError``, same message), as this module is out of its reach.
+    """
+
+    def __init__(self, message: str, *, name: Optional[str] = None, code: Optional[int] = None) -> None:
+        super().__init__(message, code=code)
+        self.name = name
+
+
+#: :class:`SparkExtraMissingError` under the name ``pyspark_kafka_ordered``
+#: has always raised in Spark's Python workers.
+WorkerEnvironmentError = SparkExtraMissingError
 
 
 # -- the code table

@@ -28,7 +28,7 @@ except ImportError as _e:  # pragma: no cover - depends on the installation
     raise missing_extra(_e) from _e
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from kafka_ordered.errors import KafkaOrderedError, StaleLayoutViewError
+from kafka_ordered.errors import DataLossError, KafkaOrderedError, StaleLayoutViewError
 from kafka_ordered.tokens import take_stamp
 from kafka_ordered.tombstones import is_move_tombstone
 
@@ -62,11 +62,6 @@ POOL_STATS_ENV = "KAFKA_ORDERED_SPARK_POOL_STATS"
 #: Rows per Arrow record batch handed to Spark.
 ROWS_PER_BATCH = 20_000
 _CONSUME_BATCH = 5_000
-
-
-class DataLossError(KafkaOrderedError):
-    """Records the query has not read yet are gone (retention, topic
-    recreated); raised when ``failOnDataLoss`` is true (the default)."""
 
 
 @dataclass(frozen=True)

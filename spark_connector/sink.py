@@ -20,7 +20,7 @@ Checked when the write starts, on the driver (the query fails to start):
 the options (:func:`~spark_connector.options.parse_sink_options`), the
 DataFrame's columns (:func:`check_sink_schema`), a batch write in overwrite
 mode, the layout log's existence
-(:class:`~spark_connector.source.LayoutTopicNotFoundError`) and, for the
+(:class:`~kafka_ordered.errors.LayoutTopicNotFoundError`) and, for the
 ``topic`` option, that the topic exists and is managed
 (:class:`~kafka_ordered.errors.TopicNotManagedError`, unless
 ``ordered.require.managed=false``). Rows whose topic comes from the
@@ -42,7 +42,7 @@ try:
         StructType,
     )
 
-    import pyspark_kafka_ordered
+    from ._discovery import reduce_by_import
 except ImportError as _e:  # pragma: no cover - depends on the installation
     if (_e.name or "").split(".")[0] not in ("pyspark", "pyarrow"):
         raise
@@ -52,7 +52,7 @@ except ImportError as _e:  # pragma: no cover - depends on the installation
 
 from kafka_ordered import resources
 from kafka_ordered.config import DEFAULT_LAYOUT_TOPIC
-from kafka_ordered.errors import ConfigError, UnknownTopicError
+from kafka_ordered.errors import ConfigError, LayoutTopicNotFoundError, UnknownTopicError
 
 from .options import SinkOptions, parse_sink_options
 
@@ -105,10 +105,9 @@ def check_sink_schema(schema: StructType, opts: SinkOptions) -> None:
 def check_topic(opts: SinkOptions) -> None:
     """On the driver: the layout log must exist and, for the ``topic``
     option, the topic must exist and (``ordered.require.managed``) be
-    managed. Raises :class:`~spark_connector.source.LayoutTopicNotFoundError`,
+    managed. Raises :class:`~kafka_ordered.errors.LayoutTopicNotFoundError`,
     :class:`~kafka_ordered.errors.UnknownTopicError`,
     :class:`~kafka_ordered.errors.TopicNotManagedError`."""
-    from .source import LayoutTopicNotFoundError
     from .writing import not_managed
 
     conn = {k: v for k, v in opts.producer_config.items() if not str(k).startswith("ordered.")}
@@ -152,7 +151,7 @@ class _Writing:
     def __reduce__(self) -> Any:
         # As the source's readers: a worker without kafka-ordered gets the
         # PYSPARK_PYTHON hint, not a bare ModuleNotFoundError.
-        return pyspark_kafka_ordered.reduce_by_import(self, dict(self.__dict__))
+        return reduce_by_import(self, dict(self.__dict__))
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
         """Write the task's rows; returns once all were acknowledged (see

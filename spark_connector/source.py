@@ -21,7 +21,7 @@ query starts (a streaming query's first planning, which fails the query; a
 batch read's action such as ``collect()``), not at ``load()``:
 
 - the layout log named by ``ordered.layout.topic`` must exist, else
-  :class:`LayoutTopicNotFoundError` (a ``ConfigError`` and a
+  :class:`~kafka_ordered.errors.LayoutTopicNotFoundError` (a ``ConfigError`` and a
   ``LayoutLogError``) naming the option and its value;
 - every topic read through ``subscribe``/``subscribePattern`` must have a
   layout in that log, else :class:`~kafka_ordered.errors.TopicNotManagedError`
@@ -69,7 +69,7 @@ try:
         TimestampType,
     )
 
-    import pyspark_kafka_ordered
+    from ._discovery import reduce_by_import
 except ImportError as _e:  # pragma: no cover - depends on the installation
     if (_e.name or "").split(".")[0] not in ("pyspark", "pyarrow"):
         raise
@@ -81,8 +81,9 @@ from kafka_ordered.config import DEFAULT_LAYOUT_TOPIC
 from kafka_ordered.errors import (
     BrokerUnavailableError,
     ConfigError,
+    DataLossError,
     KafkaOrderedError,
-    LayoutLogError,
+    LayoutTopicNotFoundError,
     TopicNotManagedError,
     UnknownTopicError,
 )
@@ -101,7 +102,7 @@ from .planning import (
     split_range,
     to_json,
 )
-from .reading import DataLossError, KafkaRange, read_range, reader_config
+from .reading import KafkaRange, read_range, reader_config
 
 __all__ = [
     "KafkaOrderedDataSource",
@@ -204,11 +205,6 @@ class KafkaOrderedDataSource(DataSource):
 
 
 # ---------------------------------------------------------------- driver side
-
-
-class LayoutTopicNotFoundError(ConfigError, LayoutLogError):
-    """The layout log named by ``ordered.layout.topic`` does not exist (the
-    source never creates it: a misspelt name must not read ungated)."""
 
 
 def _not_managed(topics: Sequence[str], layout_topic: str) -> TopicNotManagedError:
@@ -503,7 +499,7 @@ class KafkaInputPartition(InputPartition):
     def __reduce__(self) -> Any:
         # Pickled as "import the class, then the state": a worker without
         # kafka-ordered gets the PYSPARK_PYTHON hint, not a bare ModuleNotFoundError.
-        return pyspark_kafka_ordered.reduce_by_import(self, dict(self.__dict__))
+        return reduce_by_import(self, dict(self.__dict__))
 
 
 class _Reading:
@@ -517,7 +513,7 @@ class _Reading:
 
     def __reduce__(self) -> Any:
         # See KafkaInputPartition.__reduce__.
-        return pyspark_kafka_ordered.reduce_by_import(self, self.__getstate__())
+        return reduce_by_import(self, self.__getstate__())
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         rng = getattr(partition, "range", None)

@@ -29,7 +29,7 @@ except ImportError as _e:  # pragma: no cover - depends on the installation
     raise missing_extra(_e) from _e
 
 from kafka_ordered import OrderedProducer
-from kafka_ordered.errors import ConfigError, KafkaOrderedError, PartitionOverrideError, TopicNotManagedError
+from kafka_ordered.errors import DeliveryError, NullTopicError, PartitionOverrideError, TopicNotManagedError
 
 from ._pool import IdlePool, pool_key
 from .options import REQUIRE_MANAGED, SinkOptions
@@ -50,15 +50,6 @@ __all__ = [
 PRODUCER_IDLE_TIMEOUT_S = 600.0
 #: Idle producers kept per worker process at most; the oldest go first.
 PRODUCER_POOL_CAPACITY = 16
-
-
-class DeliveryError(KafkaOrderedError):
-    """Rows a task wrote were not acknowledged (the task fails; Spark retries
-    it, so rows may be written twice: at least once, like the built-in sink)."""
-
-
-class NullTopicError(ConfigError):
-    """A row has no topic: no ``topic`` option and a null ``topic`` column."""
 
 
 def _close(p: OrderedProducer) -> None:

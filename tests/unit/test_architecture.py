@@ -4,7 +4,10 @@
   through another module (they are driven through ports).
 - Nothing outside ``kafka_ordered/testing/`` imports it at module level (the
   CLI's ``broker`` and ``demo`` verbs import it inside the command).
-- ``spark_connector`` uses only public ``kafka_ordered`` modules.
+- ``spark_connector`` uses only public ``kafka_ordered`` modules, and never
+  imports ``pyspark_kafka_ordered`` (which imports it: no import circle).
+- ``import pyspark_kafka_ordered`` loads neither ``kafka_ordered`` nor a
+  Kafka client nor ``pyarrow``.
 - ``import kafka_ordered`` loads neither the testing helpers nor PySpark.
 """
 
@@ -121,6 +124,28 @@ def test_spark_connector_uses_only_public_modules() -> None:
             if parts[0] == "kafka_ordered" and any(p.startswith("_") for p in parts[1:]):
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
     assert bad == []
+
+
+def test_spark_connector_never_imports_its_entry_point() -> None:
+    """``pyspark_kafka_ordered`` re-exports ``spark_connector._discovery``;
+    an import back, even inside a function, would close a circle again."""
+    bad = [f"{path.relative_to(ROOT)}:{line}"
+           for path in sorted((ROOT / "spark_connector").rglob("*.py"))
+           for line, name in _imports(path) if name.split(".")[0] == "pyspark_kafka_ordered"]
+    assert bad == []
+
+
+def test_the_spark_entry_point_imports_only_pyspark() -> None:
+    """PySpark's lookup imports every ``pyspark_*`` module; ours must not
+    need kafka-ordered's dependencies for that."""
+    pytest.importorskip("pyspark")
+    code = (
+        "import sys, pyspark_kafka_ordered; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('kafka_ordered', 'confluent_kafka', 'pyarrow')); "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_import_loads_no_testing_helpers_and_no_spark() -> None:

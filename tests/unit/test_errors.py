@@ -149,3 +149,73 @@ def test_a_group_coordinator_failing_over_is_retriable(code: int) -> None:
     27 on Apache Kafka: NOT_COORDINATOR) is worth retrying, as Kafka says."""
     err = translate(KafkaException(KafkaError(code)), "reading committed offsets")
     assert isinstance(err, BrokerUnavailableError) and err.retriable and err.code == code
+
+
+_SPARK_ERRORS = [
+    ("spark_connector.source", "LayoutTopicNotFoundError"),
+    ("spark_connector.reading", "DataLossError"),
+    ("spark_connector.writing", "DeliveryError"),
+    ("spark_connector.writing", "NullTopicError"),
+    ("spark_connector", "SparkExtraMissingError"),
+    ("pyspark_kafka_ordered", "WorkerEnvironmentError"),
+]
+
+
+@pytest.mark.parametrize("module, name", _SPARK_ERRORS)
+def test_the_spark_connectors_errors_are_in_the_one_hierarchy(module: str, name: str) -> None:
+    """Importable where the connector raises them, and the very classes of
+    kafka_ordered.errors (in its __all__ and kafka_ordered's, with codes and
+    retriable like every other)."""
+    import importlib
+
+    import kafka_ordered
+
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pyarrow")
+    cls = getattr(importlib.import_module(module), name)
+    assert cls is getattr(errors, name) and issubclass(cls, KafkaOrderedError)
+    assert name in errors.__all__ and getattr(kafka_ordered, name) is cls and name in kafka_ordered.__all__
+    assert isinstance(cls.codes, dict) and isinstance(cls.retriable, bool)
+
+
+def test_every_error_class_of_the_errors_module_is_public() -> None:
+    defined = {n for n, v in vars(errors).items()
+               if inspect.isclass(v) and issubclass(v, BaseException) and v.__module__ == errors.__name__}
+    assert defined <= set(errors.__all__)
+
+
+def test_no_error_class_is_defined_outside_the_hierarchy() -> None:
+    """spark_connector and pyspark_kafka_ordered define no error class but the
+    stand-in for a worker that cannot import kafka_ordered."""
+    import ast
+    from pathlib import Path
+
+    root = Path(errors.__file__).resolve().parents[1]
+    found = []
+    for path in [*sorted((root / "spark_connector").rglob("*.py")), root / "pyspark_kafka_ordered.py"]:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Error"):
+                found.append(f"{path.relative_to(root)}:{node.name}")
+    assert found == ["spark_connector/_discovery.py:_WorkerEnvironmentError"]
+
+
+def test_the_environment_twins_are_one_import_error() -> None:
+    from spark_connector import missing_extra
+
+    assert errors.SparkExtraMissingError is errors.WorkerEnvironmentError
+    err = missing_extra(ModuleNotFoundError("No module named 'pyarrow'", name="pyarrow"))
+    assert type(err) is errors.SparkExtraMissingError and isinstance(err, ImportError)
+    assert err.name == "pyarrow" and err.code is None and not err.retriable
+    assert "needs pyarrow" in str(err) and "pip install 'kafka-ordered[spark]'" in str(err)
+
+
+def test_a_worker_without_kafka_ordered_gets_the_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pyspark")
+    from spark_connector import _discovery
+
+    missing = ModuleNotFoundError("No module named 'spark_connector'", name="spark_connector")
+    assert type(_discovery.import_error(missing)) is errors.WorkerEnvironmentError
+    monkeypatch.setitem(sys.modules, "kafka_ordered.errors", None)  # importing it raises ImportError
+    err = _discovery.import_error(missing)
+    assert type(err).__name__ == "_WorkerEnvironmentError" and isinstance(err, ImportError)
+    assert err.name == "spark_connector" and "set PYSPARK_PYTHON" in str(err)
