@@ -39,7 +39,7 @@ import hashlib
 import json
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from .errors import CorruptLayoutRecordError
 from .history import CorruptPolicy, LayoutHistory

@@ -10,7 +10,7 @@ this module only feeds it (per topic) and applies read limits afterwards.
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_ordered.gates import pending_waits, plan_end_offsets
 from kafka_ordered.history import Gate

@@ -22,5 +22,6 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
     ) from e
 
 from ._consumer import OrderedAIOKafkaConsumer
+from ._producer import OrderedAIOKafkaProducer
 
-__all__ = ["OrderedAIOKafkaConsumer"]
+__all__ = ["OrderedAIOKafkaProducer", "OrderedAIOKafkaConsumer"]

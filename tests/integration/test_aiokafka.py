@@ -16,9 +16,9 @@ pytest.importorskip("aiokafka")
 from aiokafka import AIOKafkaConsumer  # noqa: E402
 from aiokafka.structs import TopicPartition  # noqa: E402
 
-from kafka_ordered import ConfigError, OrderedProducer  # noqa: E402
+from kafka_ordered import ConfigError, OrderedConsumer, OrderedProducer, PartitionOverrideError  # noqa: E402
 from kafka_ordered.admin import LayoutAdmin  # noqa: E402
-from kafka_ordered.aiokafka import OrderedAIOKafkaConsumer  # noqa: E402
+from kafka_ordered.aiokafka import OrderedAIOKafkaConsumer, OrderedAIOKafkaProducer  # noqa: E402
 from kafka_ordered.listener import PartitionKeyRebalanceListener  # noqa: E402
 from kafka_ordered.testing import OrderingOracle, encode_value  # noqa: E402
 
@@ -36,6 +36,16 @@ def opts(layout_topic: str) -> Dict[str, Any]:
 def layout_admin(bootstrap: str, layout_topic: str) -> Iterator[LayoutAdmin]:
     with LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}) as a:
         yield a
+
+
+@pytest.fixture
+def idempotent_producers(embedded: bool) -> None:
+    """The aiokafka producer tests need Apache Kafka: aiokafka's idempotent
+    producer asks InitProducerId v0, which the embedded broker answers with
+    UNKNOWN_SERVER_ERROR (a plain ``AIOKafkaProducer(enable_idempotence=True)``
+    fails there the same way), and the wrapper forces idempotence."""
+    if embedded:
+        pytest.skip("aiokafka's idempotent producer fails on the embedded broker (InitProducerId v0)")
 
 
 @pytest.fixture
@@ -276,3 +286,118 @@ def test_a_cancelled_getmany_loses_no_record(
     assert cancelled > 0
     assert report.violations == (), report.violations[:5]
     assert report.missing == 0, f"{report.missing} acknowledged records not delivered"
+
+
+def _produce_async(layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
+                   oracle: OrderingOracle, ordered: bool) -> None:
+    """Per-key sequences from several tasks of one aiokafka producer
+    (``send``, ``send_and_wait``), through 2 -> 4 -> 3 -> 5 partitions."""
+    from aiokafka import AIOKafkaProducer
+
+    async def run() -> None:
+        if ordered:
+            p: Any = OrderedAIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **opts)
+        else:
+            # Sees new partitions within half a second (as any producer does after metadata.max.age.ms).
+            p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all", enable_idempotence=True,
+                                 metadata_max_age_ms=500)
+        seq: Dict[bytes, int] = {}
+        futs: List[Tuple[bytes, bytes, Any]] = []
+        await p.start()
+        try:
+            async def rounds(keys: List[bytes], n: int) -> None:
+                for i in range(n):
+                    for k in keys:
+                        v = encode_value("A1", seq.get(k, 0))
+                        seq[k] = seq.get(k, 0) + 1
+                        if i == 0 and k == keys[0]:
+                            await p.send_and_wait(topic, key=k, value=v)
+                            oracle.acknowledged_value(k, v)
+                        else:
+                            futs.append((k, v, await p.send(topic, key=k, value=v)))
+
+            async def all_rounds(n: int) -> None:  # two tasks, disjoint keys
+                await asyncio.gather(rounds(KEYS[::2], n), rounds(KEYS[1::2], n))
+
+            await all_rounds(4)
+            for step in (lambda: layout_admin.expand(topic, 4), lambda: layout_admin.shrink(topic, 3),
+                         lambda: layout_admin.expand(topic, 5)):
+                await asyncio.get_running_loop().run_in_executor(None, step)
+                if ordered:
+                    deadline = time.monotonic() + 10
+                    while p.history.current(topic).epoch < layout_admin.layout(topic).epoch:
+                        assert time.monotonic() < deadline, "the producer never saw the new layout"
+                        await asyncio.sleep(0.01)
+                else:
+                    await asyncio.sleep(1.5)
+                await all_rounds(4)
+            await p.flush()
+            for k, v, f in futs:
+                await f
+                oracle.acknowledged_value(k, v)
+        finally:
+            await p.stop()
+
+    asyncio.run(run())
+
+
+def _consume_ordered(topic: str, group_config: Dict[str, Any], opts: Dict[str, Any], oracle: OrderingOracle,
+                     closing: Callable[[Any], Any]) -> None:
+    c = closing(OrderedConsumer({**group_config, "auto.offset.reset": "earliest", **opts}))
+    c.subscribe([topic])
+    expected = oracle.report().acknowledged
+    deadline = time.monotonic() + 60
+    while oracle.report().unique < expected and time.monotonic() < deadline:
+        for m in c.consume(50, 0.2):
+            if m.error() is None:
+                oracle.delivered_value(m.key(), m.value(), where=f"{m.partition()}@{m.offset()}")
+
+
+def test_the_aiokafka_producer_keeps_order_across_expand_and_shrink(
+        layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
+        group_config: Dict[str, Any], closing: Callable[[Any], Any], idempotent_producers: None) -> None:
+    layout_admin.create_topic(topic, 2, spare(6))
+    oracle = OrderingOracle()
+    _produce_async(layout_admin, topic, bootstrap, opts, oracle, ordered=True)
+    _consume_ordered(topic, group_config, opts, oracle, closing)
+    report = oracle.report()
+    assert report.acknowledged == 4 * 4 * len(KEYS)
+    assert report.violations == (), report.violations[:5]
+    assert report.missing == 0, f"{report.missing} acknowledged records not delivered"
+
+
+def test_a_plain_aiokafka_producer_breaks_the_order_an_ordered_consumer_keeps_for_ordered_ones(
+        layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
+        group_config: Dict[str, Any], closing: Callable[[Any], Any], idempotent_producers: None) -> None:
+    """Control: plain aiokafka producers hash keys over the new partition
+    count at once (no switch, no registration): the same consumer sees
+    reordered keys (proof the oracle can fail)."""
+    layout_admin.create_topic(topic, 2, spare(6))
+    oracle = OrderingOracle()
+    _produce_async(layout_admin, topic, bootstrap, opts, oracle, ordered=False)
+    _consume_ordered(topic, group_config, opts, oracle, closing)
+    report = oracle.report()
+    assert report.missing == 0
+    assert report.violations, "expected reordering from plain producers"
+
+
+def test_the_aiokafka_producer_refuses_what_would_break_the_order(
+        layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any], idempotent_producers: None) -> None:
+    layout_admin.create_topic(topic, 2, spare(4))
+
+    async def run() -> None:
+        with pytest.raises(ConfigError, match="transaction"):
+            OrderedAIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="t", **opts)
+        with pytest.raises(ConfigError, match="acks"):
+            OrderedAIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, **opts)
+        async with OrderedAIOKafkaProducer(bootstrap_servers=bootstrap, **opts) as p:
+            with pytest.raises(PartitionOverrideError):
+                await p.send(topic, key=b"k", value=b"v", partition=1)
+            batch = p.create_batch()
+            batch.append(key=b"k", value=b"v", timestamp=None)
+            with pytest.raises(PartitionOverrideError):
+                await p.send_batch(batch, topic, partition=0)
+            md = await p.send_and_wait(topic, key=b"k", value=b"v")
+            assert md.partition == layout_admin.layout(topic).partition_for(b"k")
+
+    asyncio.run(run())

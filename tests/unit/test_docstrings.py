@@ -28,6 +28,7 @@ PUBLIC_MODULES = (
     "kafka_ordered",
     "kafka_ordered.admin",
     "kafka_ordered.assignment",
+    "kafka_ordered.aiokafka",
     "kafka_ordered.autoscale",
     "kafka_ordered.cli",
     "kafka_ordered.config",
