@@ -30,10 +30,11 @@ import bisect
 import logging
 import time
 from dataclasses import replace
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ._fastpath import Calm
 from ._freshness import CausalFreshness
+from ._partitions import Partitions
 from ._ports import TP, ConsumerPort, LayoutView, OffsetsPort
 from .errors import KafkaOrderedError
 from .gates import GateKeeper, GateStatus, ResetPolicy, processed_offset, start_position
@@ -42,61 +43,11 @@ from .listener import PartitionKeyRebalanceListener
 from .metrics import GATE_WAIT_BUCKETS, ConsumerMetrics, GateMetrics, WaitHistogram
 from .tokens import Run
 
-__all__ = ["GatingCore", "PartitionState", "GatingOptions"]
+__all__ = ["GatingCore", "GatingOptions"]
 
 log = logging.getLogger("kafka_ordered.consumer")
 
 _LOG_START_REFRESH_S = 5.0
-
-
-class PartitionState:
-    """Everything the core knows about one partition (as kafka-python's
-    ``TopicPartitionState``). Kept for owned partitions and, while a closed
-    gate on an owned partition waits on them, for its other sources (their
-    committed and log-start offsets); dropped otherwise."""
-
-    __slots__ = (
-        "owned",
-        "position",
-        "processed",
-        "revoke_mark",
-        "committed",
-        "log_start",
-        "held",
-        "held_since",
-        "held_wall",
-        "stored",
-        "deps",
-        "init_commit",
-    )
-
-    def __init__(self) -> None:
-        self.owned = False
-        # Position the client cannot tell (it reports none after a seek until
-        # the next record): starts, holds, seeks.
-        self.position: Optional[int] = None
-        self.processed: Optional[int] = None  # position as of the previous poll
-        self.revoke_mark = -1  # processed offset at the last maybe_revoked check
-        self.committed = -1  # the group's committed offset, as last known
-        self.log_start: Optional[int] = None
-        self.held: Optional[int] = None  # first offset held back at a closed gate
-        self.held_since: Optional[float] = None  # monotonic
-        self.held_wall: Optional[float] = None  # wall clock, for operators
-        self.stored: Optional[int] = None  # store_offsets()
-        # Gates opened inside this member: (start, {source: wait}) whose source
-        # commits must be durable before commits of this partition past start.
-        self.deps: List[Tuple[int, Dict[TP, int]]] = []
-        self.init_commit = False
-
-    def start_at(self, offset: int) -> None:
-        self.position = self.processed = self.revoke_mark = offset
-
-    def drop_ownership(self) -> None:
-        self.owned = False
-        self.position = self.processed = self.held = self.held_since = self.held_wall = self.stored = None
-        self.revoke_mark = -1
-        self.deps = []
-        self.init_commit = False
 
 
 class GatingOptions:
@@ -146,13 +97,8 @@ class GatingCore:
         self.subscribed: Set[str] = set()
         # Physical partition count per subscribed topic in the view, to notice expansions.
         self._physical: Dict[str, int] = {}
-        self.parts: Dict[TP, PartitionState] = {}
-        self._owned: Set[TP] = set()
-        self._held: Set[TP] = set()
-        self._init_commit: Set[TP] = set()
-        self._user_paused: Set[TP] = set()
-        self._foreign: Set[TP] = set()  # states kept for unowned sources of closed gates
-        self._commit_unknown: Set[TP] = set()  # assigned at explicit offsets: the group's commit not read yet
+        #: Every partition's state and the sets derived from it (see :mod:`kafka_ordered._partitions`).
+        self.parts = Partitions()
         self._scope = 0  # counts ownership, hold and listener changes (for the watched() cache)
         self._watched: Tuple[int, int, Set[TP]] = (-1, -1, set())
         self._dirty = True  # processed offsets or gates changed since the last evaluation
@@ -209,26 +155,20 @@ class GatingCore:
         return self.follower.history
 
     @property
-    def owned(self) -> Set[TP]:
+    def owned(self) -> AbstractSet[TP]:
         """Partitions this member owns (read-only view)."""
-        return self._owned
-
-    def state(self, tp: TP) -> PartitionState:
-        st = self.parts.get(tp)
-        if st is None:
-            st = self.parts[tp] = PartitionState()
-        return st
+        return self.parts.owned
 
     def owned_topics(self) -> Set[str]:
         """Topics of the owned partitions (cached until the assignment changes)."""
         topics = self._owned_topics
         if topics is None:
-            topics = self._owned_topics = {t for t, _ in self._owned}
+            topics = self._owned_topics = {t for t, _ in self.parts.owned}
         return topics
 
-    def held(self) -> Set[TP]:
-        """Partitions stopped at a closed gate."""
-        return self._held
+    def held(self) -> AbstractSet[TP]:
+        """Partitions stopped at a closed gate (read-only view)."""
+        return self.parts.held
 
     @property
     def stall_seconds(self) -> Dict[TP, float]:
@@ -253,16 +193,15 @@ class GatingCore:
         latest: List[TP] = []
         new: List[TP] = []
         for tp in tps:
-            st = self._own(tp)
-            if tp not in self._owned:
+            st, fresh = self.parts.own(tp)
+            if fresh:
                 new.append(tp)
-            self._owned.add(tp)
             self._owned_topics = None
             self.freshness.jumped(tp)
             c = committed.get(tp, -1)
             if c >= 0:
                 st.committed = max(st.committed, c)
-                st.start_at(c)
+                self.parts.start(tp, c)
                 self.keeper.forget_announcements(tp, c)
                 continue
             where = start_position(history.current(tp[0]), tp[1], self.opts.reset)
@@ -279,9 +218,7 @@ class GatingCore:
             ends.update(self.offsets.open_transactions(latest))
         starts = {**self.offsets.start_offsets(earliest), **ends}
         for tp, off in starts.items():
-            self.parts[tp].start_at(off)
-            self.parts[tp].init_commit = True
-            self._init_commit.add(tp)
+            self.parts.start(tp, off, commit=True)
             self.keeper.forget_announcements(tp, off)
         self._load(new)
         self.refresh_gates(force=True)
@@ -294,24 +231,17 @@ class GatingCore:
         self._dirty = True
         new: List[TP] = []
         for tp, off in offsets.items():
-            st = self._own(tp)
-            if tp not in self._owned:
+            _, fresh = self.parts.own(tp)
+            if fresh:
                 new.append(tp)
-            self._owned.add(tp)
             self._owned_topics = None
             self.freshness.jumped(tp)
-            st.start_at(off)
+            self.parts.start(tp, off)
             self.keeper.forget_announcements(tp, off)
-        self._commit_unknown.update(new)
+        self.parts.commits_unknown(new)
         if offsets:
             self._load(new)
             self.refresh_gates(force=True)
-
-    def _own(self, tp: TP) -> PartitionState:
-        st = self.state(tp)
-        st.owned = True
-        self._foreign.discard(tp)
-        return st
 
     def _load(self, tps: Sequence[TP]) -> None:
         """Track the gates that touch newly owned partitions, from registrations
@@ -329,43 +259,39 @@ class GatingCore:
     def _hand_off(self) -> Dict[TP, int]:
         """Owned partitions and the group's commit on each: waits above it on
         them are this member's to announce and commit promptly."""
-        return {tp: self.parts[tp].committed for tp in self._owned}
+        parts = self.parts
+        return {tp: parts[tp].committed for tp in parts.owned}
 
     def revoked(self, tps: Iterable[TP]) -> None:
         """Forget ownership of ``tps``. Every partition this core paused at a
         gate is resumed first, so that no client keeps it paused when it is
         assigned again."""
-        tps = [tp for tp in tps if tp in self._owned]
+        owned = self.parts.owned
+        tps = [tp for tp in tps if tp in owned]
         if not tps:
             return
         self.calm.quiet = False
         self._scope += 1
         try:
-            self._unpause([tp for tp in tps if tp in self._held])
+            self._unpause([tp for tp in tps if tp in self.parts.held])
         except Exception as e:  # already gone from the client's assignment
             log.debug("resume on revoke of %s: %s", tps, e)
         self._owned_topics = None
         for tp in tps:
-            self._owned.discard(tp)
-            self._held.discard(tp)
-            self._init_commit.discard(tp)
             self.freshness.forget(tp)
-            self._commit_unknown.discard(tp)
             self.keeper.drop(tp)
         sources = self.keeper.sources()
         for tp in tps:
-            if tp in sources:  # still a source of a closed gate here: keep its offsets
-                self.parts[tp].drop_ownership()
-                self._foreign.add(tp)
-            else:
-                del self.parts[tp]
+            # Still a source of a closed gate here: its offsets are kept.
+            self.parts.disown(tp, keep_as_source=tp in sources)
 
     # -- positions
 
     def positions(self, tps: Iterable[TP]) -> Dict[TP, int]:
         """Next offset to deliver for each owned partition (records returned
         so far count; held ones do not); partitions without one are left out."""
-        want = [tp for tp in tps if tp in self._owned]
+        owned = self.parts.owned
+        want = [tp for tp in tps if tp in owned]
         if not want:
             return {}
         client = self.port.positions(want)
@@ -398,7 +324,7 @@ class GatingCore:
         """The application processed what earlier polls returned: announce
         crossed waits, refresh gates, commit if due."""
         waited = self.keeper.waited_on()
-        if waited and self._commit_unknown:
+        if waited and self.parts.commit_unknown:
             self._read_commits(waited)
             waited = self.keeper.waited_on()
         if waited:
@@ -421,8 +347,8 @@ class GatingCore:
         """Read the group's commit of partitions assigned at explicit offsets
         that hand-off waits are kept for: waits it passed need nothing more
         (one request per assignment)."""
-        want = [tp for tp in waited if tp in self._commit_unknown]
-        self._commit_unknown.clear()
+        unknown = set(self.parts.commits_known())
+        want = [tp for tp in waited if tp in unknown]
         if want:
             self.committed(self.port.committed(want))
 
@@ -439,7 +365,8 @@ class GatingCore:
         upto = history.next_offset
         now, wall = time.monotonic(), time.time()
         hand_off: Optional[Dict[TP, int]] = None
-        for topic in {t for t, _ in self._owned} | self.subscribed:
+        owned = self.parts.owned
+        for topic in self.owned_topics() | self.subscribed:
             layout = history.current(topic)
             if layout is None:
                 continue
@@ -450,7 +377,7 @@ class GatingCore:
             since = self._gate_offsets.get(topic)
             self._gate_offsets[topic] = upto
             if not since:  # first look at this topic: only what touches owned partitions
-                self._load([tp for tp in self._owned if tp[0] == topic])
+                self._load([tp for tp in owned if tp[0] == topic])
                 self._dirty = True
                 continue
             new = [g for g in history.gates(topic, since) if g.offset < upto]
@@ -459,11 +386,11 @@ class GatingCore:
             if hand_off is None:
                 hand_off = self._hand_off()
             self._dirty = True
-            mine = [g for g in new if (topic, g.partition) in self._owned]
+            mine = [g for g in new if (topic, g.partition) in owned]
             if mine:
                 self.keeper.add_gates(mine, now, wall, hand_off)
             if len(mine) < len(new):
-                self.keeper.add_waits([g for g in new if (topic, g.partition) not in self._owned], hand_off)
+                self.keeper.add_waits([g for g in new if (topic, g.partition) not in owned], hand_off)
         self._seen_version = version
 
     def managed(self, topic: str) -> bool:
@@ -494,22 +421,23 @@ class GatingCore:
     def maintain(self) -> None:
         """Open gates whose sources were processed, release held partitions,
         make due commits. Does nothing while this member owns nothing."""
-        if not self._owned:
+        parts = self.parts
+        if not parts.owned:
             return
         now = time.monotonic()
         self.refresh_gates()
         sources = self.keeper.sources() if self.keeper.has_closed() else frozenset()
         if sources:
-            unowned = [tp for tp in sources if tp not in self._owned]
+            unowned = [tp for tp in sources if tp not in parts.owned]
             if unowned and now - self._committed_at >= self.opts.commit_interval / 2:
                 for tp, off in self.port.committed(unowned).items():
-                    st = self._foreign_state(tp)
+                    st = parts.source(tp)
                     st.committed = max(st.committed, off)
                 self._committed_at = now
                 self._dirty = True
             if now - self._log_start_at >= _LOG_START_REFRESH_S:
                 for tp, off in self.offsets.start_offsets(sources).items():
-                    (self.parts[tp] if tp in self._owned else self._foreign_state(tp)).log_start = off
+                    parts.source(tp).log_start = off
                 self._log_start_at = now
                 self._dirty = True
         if self._dirty:
@@ -520,22 +448,19 @@ class GatingCore:
             opened = self.keeper.update(processed)
             for g in opened:
                 tp = (g.topic, g.partition)
-                if tp in self._owned:
-                    local = {(g.topic, q): w for q, w in g.wait.items() if self._committed_of((g.topic, q)) < w}
+                if tp in parts.owned:
+                    local = {(g.topic, q): w for q, w in g.wait.items() if parts.committed_of((g.topic, q)) < w}
                     if local:
-                        self.parts[tp].deps.append((g.start, local))
-            for tp in list(self._held):
+                        parts[tp].deps.append((g.start, local))
+            for tp in list(parts.held):
                 limit = self.keeper.limit(tp)
-                if limit is None or limit > self.parts[tp].held:  # type: ignore[operator]
+                if limit is None or limit > parts[tp].held:  # type: ignore[operator]
                     self.release(tp)
-            if self._foreign and opened:
-                left = self.keeper.sources()
-                for tp in [tp for tp in self._foreign if tp not in left]:
-                    self._foreign.discard(tp)
-                    del self.parts[tp]
+            if parts.foreign and opened:
+                parts.forget_sources(self.keeper.sources())
             if self.opts.gating and self.keeper.has_closed():
                 self._hold_at_positions()
-        if self._init_commit:
+        if parts.init_commit:
             self._commit_initial()
         if self.opts.auto_commit and self._commit_due(now):
             self.commit_processed()
@@ -544,7 +469,8 @@ class GatingCore:
         """Hold owned partitions already at or past their first closed gate
         (e.g. just assigned at a gated offset) before anything of them is
         fetched and handed over for inspection."""
-        closed = [tp for tp in self.keeper.closed_partitions() if tp in self._owned and tp not in self._held]
+        owned, held = self.parts.owned, self.parts.held
+        closed = [tp for tp in self.keeper.closed_partitions() if tp in owned and tp not in held]
         if not closed:
             return
         at = self.positions(closed)
@@ -553,17 +479,6 @@ class GatingCore:
             pos = at.get(tp)
             if limit is not None and pos is not None and pos >= limit:
                 self.hold(tp, pos)
-
-    def _foreign_state(self, tp: TP) -> PartitionState:
-        st = self.parts.get(tp)
-        if st is None:
-            st = self.parts[tp] = PartitionState()
-            self._foreign.add(tp)
-        return st
-
-    def _committed_of(self, tp: TP) -> int:
-        st = self.parts.get(tp)
-        return st.committed if st is not None else -1
 
     def settle(self) -> None:
         """End of a poll: when nothing is pending, let the next polls skip the
@@ -574,7 +489,7 @@ class GatingCore:
         calm = self.calm
         gating = self.opts.gating
         keeper = self.keeper
-        if (self._held or self._init_commit or self._dirty or keeper.waited_on()
+        if (self.parts.held or self.parts.init_commit or self._dirty or keeper.waited_on()
                 or (gating and (keeper.has_closed() or (self._listener is not None and keeper.has_announcements())))):
             calm.quiet = False
             return
@@ -604,7 +519,7 @@ class GatingCore:
     def poll_chunk(self, left: Optional[float]) -> Optional[float]:
         """How long one client fetch may wait inside a poll of ``left`` seconds
         (``None``: forever): short while gates are closed, so they are re-evaluated."""
-        if self.has_closed_gates() or self._init_commit:
+        if self.has_closed_gates() or self.parts.init_commit:
             half = self.opts.commit_interval / 2
             return half if left is None else min(left, half)
         return left
@@ -628,17 +543,14 @@ class GatingCore:
 
     def _commit_initial(self) -> None:
         """Commit the resolved start of owned partitions that had no commit."""
-        offsets = self.positions(self._init_commit)
-        for tp in self._init_commit:
-            self.parts[tp].init_commit = False
-        self._init_commit.clear()
+        offsets = self.positions(self.parts.starts_committed())
         if offsets:
             self.commit(offsets, asynchronous=True)
 
     def processed_offsets(self) -> Dict[TP, int]:
         """What a commit without arguments commits: the positions of returned
         records, or the offsets stored with ``store_offsets``."""
-        return self._finished(self._owned)
+        return self._finished(self.parts.owned)
 
     def _finished(self, tps: Iterable[TP]) -> Dict[TP, int]:
         """What the application finished of owned ``tps``: the positions of
@@ -646,13 +558,14 @@ class GatingCore:
         stored. Gates open on these, so a commit that carries the sources a
         gate waited on never passes a record the application did not finish."""
         if self._stored_mode:
-            return {tp: st.stored for tp in tps if tp in self._owned and (st := self.parts[tp]).stored is not None}
+            parts = self.parts
+            return {tp: st.stored for tp in tps if tp in parts.owned and (st := parts[tp]).stored is not None}
         return self.positions(tps)
 
     def uncommitted(self, tps: Optional[Iterable[TP]] = None) -> Dict[TP, int]:
         """Processed offsets (of ``tps``, default all owned) beyond the known commit."""
         base = self.processed_offsets()
-        want = self._owned if tps is None else set(tps)
+        want = self.parts.owned if tps is None else set(tps)
         return {tp: off for tp, off in base.items() if tp in want and off > self.parts[tp].committed}
 
     def commit_processed(self, asynchronous: bool = True) -> None:
@@ -672,7 +585,7 @@ class GatingCore:
                 if off > start:
                     for q, w in waits.items():
                         # A source lost meanwhile is its new owner's to commit.
-                        if q in self._owned and self.parts[q].committed < w and out.get(q, -1) < w:
+                        if q in self.parts.owned and self.parts[q].committed < w and out.get(q, -1) < w:
                             out[q] = w
         return out
 
@@ -691,17 +604,18 @@ class GatingCore:
                 st.committed = off
                 self._dirty = True
             self.keeper.prune_waits(tp, off)
-        for tp in self._owned:
-            st = self.parts[tp]
+        parts = self.parts
+        for tp in parts.owned:
+            st = parts[tp]
             if st.deps:
-                st.deps = [(s, w) for s, w in st.deps if any(self._committed_of(q) < x for q, x in w.items())]
+                st.deps = [(s, w) for s, w in st.deps if any(parts.committed_of(q) < x for q, x in w.items())]
 
     def store(self, offsets: Mapping[TP, int]) -> None:
         """``store_offsets``: from now on commits take stored offsets instead of
         the positions of returned records (of owned partitions)."""
         self._stored_mode = True
         for tp, off in offsets.items():
-            if tp in self._owned:
+            if tp in self.parts.owned:
                 self.parts[tp].stored = off
 
     # -- holding and releasing
@@ -709,13 +623,8 @@ class GatingCore:
     def hold(self, tp: TP, offset: int) -> None:
         """Stop ``tp`` at ``offset``: pause it and seek back so the held record
         is fetched again when the gate opens."""
-        st = self.parts[tp]
-        st.held = st.position = offset
+        self.parts.hold(tp, offset, time.monotonic(), time.time())
         self.freshness.moved(tp, offset)
-        if st.held_since is None:
-            st.held_since = time.monotonic()
-            st.held_wall = time.time()
-        self._held.add(tp)
         self._scope += 1
         self.calm.quiet = False
         self.port.pause([tp])
@@ -727,14 +636,10 @@ class GatingCore:
 
     def release(self, tp: TP) -> None:
         """Undo :meth:`hold` (the one release path: gate opened, seek, rewind)."""
-        st = self.parts[tp]
-        self._held.discard(tp)
+        held_s = self.parts.release(tp, time.monotonic())
         self._scope += 1
-        st.held = None
-        if st.held_since is not None:
-            held_s = time.monotonic() - st.held_since
+        if held_s is not None:
             self._stall[tp] = self._stall.get(tp, 0.0) + held_s
-            st.held_since = st.held_wall = None
             self._observe_wait(held_s)
             log.info("%s [%d] released after %.3f s at a gate", tp[0], tp[1], held_s)
         self._unpause([tp])
@@ -742,7 +647,8 @@ class GatingCore:
     def _unpause(self, tps: Sequence[TP]) -> None:
         """The one place that resumes partitions: those of ``tps`` the
         application did not pause itself."""
-        mine = [tp for tp in tps if tp not in self._user_paused]
+        paused = self.parts.user_paused
+        mine = [tp for tp in tps if tp not in paused]
         if mine:
             self.port.resume(mine)
 
@@ -752,7 +658,8 @@ class GatingCore:
         partition paused across reassignment), and the application's own
         pauses are applied again (kafka-python forgets them)."""
         self._unpause(tps)
-        user = [tp for tp in tps if tp in self._user_paused]
+        paused = self.parts.user_paused
+        user = [tp for tp in tps if tp in paused]
         if user:
             self.port.pause(user)
 
@@ -765,30 +672,28 @@ class GatingCore:
             return
         self.calm.quiet = False
         self._dirty = True
-        if offset >= 0:
-            st.position = st.processed = offset
-        else:
-            st.position = None  # unknown until the client resolves the reset
+        self.parts.seek(tp, offset)
         self.freshness.jumped(tp)
-        if tp in self._held:
+        if tp in self.parts.held:
             self.release(tp)
 
     def user_pause(self, tps: Iterable[TP]) -> None:
         """The application paused ``tps`` (kept across rebalances and gate releases)."""
-        self._user_paused.update(tps)
+        for tp in tps:
+            self.parts.user_pause(tp)
 
     def user_resume(self, tps: Iterable[TP]) -> List[TP]:
         """Mark ``tps`` resumed by the application; returns those the client
         may resume now (not held at a gate)."""
         out = []
         for tp in tps:
-            self._user_paused.discard(tp)
-            if tp not in self._held:
+            self.parts.user_resume(tp)
+            if tp not in self.parts.held:
                 out.append(tp)
         return out
 
     def paused_by_user(self, tp: TP) -> bool:
-        return tp in self._user_paused
+        return tp in self.parts.user_paused
 
     # -- delivering
 
@@ -805,7 +710,8 @@ class GatingCore:
             out: Set[TP] = set()
         else:
             gated = self.keeper.watched() if self._listener is not None else self.keeper.closed_partitions()
-            out = {tp for tp in gated if tp in self._owned} | self._held
+            owned = self.parts.owned
+            out = {tp for tp in gated if tp in owned} | self.parts.held
         self._watched = (key[0], key[1], out)
         return out
 
@@ -816,7 +722,8 @@ class GatingCore:
         kafka-python drop what they fetched before it (librdkafka's version
         barrier; kafka-python stops handing out a paused partition), so
         nothing of it arrives until it is released."""
-        return watched - self._held if self._held else watched
+        held = self.parts.held
+        return watched - held if held else watched
 
     def admit_run(self, tp: TP, count: int, offset_at: Callable[[int], int]) -> int:
         """Decide ``count`` fetched records of watched partition ``tp`` at
@@ -824,7 +731,7 @@ class GatingCore:
         first ones may be delivered (by bisection on the gate's start; after
         announcing opened gates they pass). When some may not, ``tp`` is held
         at the first of those."""
-        if tp in self._held:
+        if tp in self.parts.held:
             self.records_held_back += count
             return 0
         limit = self.keeper.limit(tp)
@@ -860,7 +767,7 @@ class GatingCore:
                 if st.held <= off:
                     continue  # already sought back to the hold
                 self.release(tp)
-            st.position = off
+            self.parts.refetch(tp, off)
             self.freshness.moved(tp, off)
             self.port.seek(tp, off)
 
@@ -876,7 +783,7 @@ class GatingCore:
         owned partitions' log-end offsets (one request) for the lag and the
         records behind each gate; when that fails they are ``None``."""
         now = time.monotonic()
-        owned = sorted(self._owned)
+        owned = sorted(self.parts.owned)
         ends: Optional[Dict[TP, int]]
         try:
             ends = self.offsets.end_offsets(owned, self.opts.timeout) if owned else {}
@@ -886,10 +793,10 @@ class GatingCore:
         gates = []
         for status in self.gate_status():
             tp = (status.topic, status.partition)
-            if tp not in self._owned:
+            if tp not in self.parts.owned:
                 continue
             st = self.parts[tp]
-            held = tp in self._held
+            held = tp in self.parts.held
             behind = None if ends is None or tp not in ends else max(0, ends[tp] - status.start)
             gates.append(GateMetrics(status.topic, status.partition, status.start, held, st.held_wall,
                                      now - st.held_since if st.held_since is not None else 0.0,
@@ -898,13 +805,13 @@ class GatingCore:
         if ends is not None:
             lag = {tp: max(0, ends[tp] - pos) for tp, pos in self.positions(owned).items() if tp in ends}
         history = self.follower.history
-        topics = {t for t, _ in self._owned} | self.subscribed
+        topics = self.owned_topics() | self.subscribed
         epochs = {t: lay.epoch for t in sorted(topics) if (lay := history.current(t)) is not None}
         return ConsumerMetrics(
             group_id=group_id,
-            owned_partitions=len(self._owned),
+            owned_partitions=len(self.parts.owned),
             closed_gates=tuple(gates),
-            held_partitions=len(self._held),
+            held_partitions=len(self.parts.held),
             records_held_back=self.records_held_back,
             last_gate_wait_s=self.last_wait_s,
             gate_waits=WaitHistogram(GATE_WAIT_BUCKETS, tuple(self._wait_counts), self._wait_counts[-1],

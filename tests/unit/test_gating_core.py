@@ -336,5 +336,5 @@ def test_positions_of_a_held_partition_never_pass_what_the_client_delivered() ->
     core.admit((TOPIC, 2), 0)
     assert core.positions([(TOPIC, 2)]) == {(TOPIC, 2): 0}
     port.position[(TOPIC, 2)] = 0
-    core.parts[(TOPIC, 2)].held = 7  # e.g. the iterator is still handing out records before the hold
+    core.parts.hold((TOPIC, 2), 7, 0.0, 0.0)  # e.g. the iterator is still handing out records before the hold
     assert core.positions([(TOPIC, 2)]) == {(TOPIC, 2): 0}
