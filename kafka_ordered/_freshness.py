@@ -12,18 +12,22 @@ were fetched.
 
 from __future__ import annotations
 
-from typing import Dict, Sequence
+from dataclasses import replace
+from typing import Dict, FrozenSet, List, Literal, Mapping, Sequence, Tuple
 
 from ._ports import TP, LayoutView
 from .tokens import Run, catch_up
 
-__all__ = ["CausalFreshness"]
+__all__ = ["CausalFreshness", "SkippableStep"]
+
+#: A step of the causal-token rule the simulation's controls may leave out.
+SkippableStep = Literal["jump", "gap", "stamp"]
 
 
 class CausalFreshness:
     """Expected fetch offsets and catch-ups of one group member."""
 
-    __slots__ = ("follower", "expected", "syncs", "catch_ups")
+    __slots__ = ("follower", "expected", "syncs", "catch_ups", "skip")
 
     def __init__(self, follower: LayoutView) -> None:
         self.follower = follower
@@ -31,6 +35,11 @@ class CausalFreshness:
         #: Catch-ups to the log's end (first fetch after a jump) and past a stamp.
         self.syncs = 0
         self.catch_ups = 0
+        #: Test-only: steps of the rule to leave out ("jump": the first fetch
+        #: after an assignment or seek, "gap": a fetch that does not follow on,
+        #: "stamp": a stamp the view lacks). The simulation's controls show
+        #: what each step prevents; never set by the product.
+        self.skip: FrozenSet[SkippableStep] = frozenset()
 
     @property
     def log_id(self) -> str:
@@ -66,7 +75,10 @@ class CausalFreshness:
         fatal = self.follower.fatal
         if fatal is not None:
             raise fatal
-        need = catch_up(self.follower.history.next_offset, runs, self.expected)
+        expected: Mapping[TP, int] = self.expected
+        if self.skip:
+            runs, expected = self._without_skipped(runs)
+        need = catch_up(self.follower.history.next_offset, runs, expected)
         try:
             if need.to_end:
                 self.follower.sync()
@@ -80,3 +92,20 @@ class CausalFreshness:
             raise
         for r in runs:
             self.expected[r.tp] = r.last + 1
+
+    def _without_skipped(self, runs: Sequence[Run]) -> Tuple[Sequence[Run], Mapping[TP, int]]:
+        """``runs`` and the expected offsets as :func:`catch_up` sees them
+        with the steps in :attr:`skip` masked out (test-only)."""
+        expected = dict(self.expected)
+        out: List[Run] = []
+        for r in runs:
+            exp = expected.get(r.tp)
+            if exp is None and "jump" in self.skip:
+                expected[r.tp] = r.first
+            elif exp is not None and "gap" in self.skip:
+                expected[r.tp] = r.first
+                r = replace(r, count=r.last - r.first + 1)
+            if "stamp" in self.skip:
+                r = replace(r, stamp=None)
+            out.append(r)
+        return out, expected

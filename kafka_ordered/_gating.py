@@ -86,7 +86,9 @@ class GatingCore:
     """
 
     def __init__(self, port: ConsumerPort, follower: LayoutView, offsets: OffsetsPort,
-                 options: GatingOptions) -> None:
+                 options: GatingOptions, clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock``: monotonic seconds (the simulation passes a counter)."""
+        self._clock = clock
         self.port = port
         self.follower = follower
         self.offsets = offsets
@@ -120,7 +122,7 @@ class GatingCore:
         #: ``expected`` offsets (this core's freshness dict) and ``managed`` topics.
         self.calm: Any = Calm()
         self.calm.expected = self.freshness.expected
-        self.last_commit = time.monotonic()
+        self.last_commit = self._clock()
         self.records_held_back = 0
         self.last_wait_s: Optional[float] = None
         self._wait_counts = [0] * (len(GATE_WAIT_BUCKETS) + 1)
@@ -248,7 +250,7 @@ class GatingCore:
         the per-topic cursor already passed (later ones come with the next
         :meth:`refresh_gates`)."""
         history = self.follower.history
-        now = time.monotonic()
+        now = self._clock()
         for tp in tps:
             before = self._gate_offsets.get(tp[0])
             if not before:
@@ -363,7 +365,7 @@ class GatingCore:
         # Read the log position before the gates: a registration applied in
         # between is then read again next time instead of being skipped.
         upto = history.next_offset
-        now, wall = time.monotonic(), time.time()
+        now, wall = self._clock(), time.time()
         hand_off: Optional[Dict[TP, int]] = None
         owned = self.parts.owned
         for topic in self.owned_topics() | self.subscribed:
@@ -424,7 +426,7 @@ class GatingCore:
         parts = self.parts
         if not parts.owned:
             return
-        now = time.monotonic()
+        now = self._clock()
         self.refresh_gates()
         sources = self.keeper.sources() if self.keeper.has_closed() else frozenset()
         if sources:
@@ -571,7 +573,7 @@ class GatingCore:
     def commit_processed(self, asynchronous: bool = True) -> None:
         """Commit what the application processed; call at the start of a poll."""
         offsets = self.uncommitted()
-        self.last_commit = time.monotonic()
+        self.last_commit = self._clock()
         if offsets:
             self.commit(offsets, asynchronous)
 
@@ -623,7 +625,7 @@ class GatingCore:
     def hold(self, tp: TP, offset: int) -> None:
         """Stop ``tp`` at ``offset``: pause it and seek back so the held record
         is fetched again when the gate opens."""
-        self.parts.hold(tp, offset, time.monotonic(), time.time())
+        self.parts.hold(tp, offset, self._clock(), time.time())
         self.freshness.moved(tp, offset)
         self._scope += 1
         self.calm.quiet = False
@@ -636,7 +638,7 @@ class GatingCore:
 
     def release(self, tp: TP) -> None:
         """Undo :meth:`hold` (the one release path: gate opened, seek, rewind)."""
-        held_s = self.parts.release(tp, time.monotonic())
+        held_s = self.parts.release(tp, self._clock())
         self._scope += 1
         if held_s is not None:
             self._stall[tp] = self._stall.get(tp, 0.0) + held_s
@@ -782,7 +784,7 @@ class GatingCore:
         """A snapshot for :meth:`OrderedConsumer.ordered_metrics`. Reads the
         owned partitions' log-end offsets (one request) for the lag and the
         records behind each gate; when that fails they are ``None``."""
-        now = time.monotonic()
+        now = self._clock()
         owned = sorted(self.parts.owned)
         ends: Optional[Dict[TP, int]]
         try:

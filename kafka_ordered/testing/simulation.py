@@ -1,13 +1,18 @@
 """Broker-free simulation of producer registrations and consumer gates.
 
 Pure and deterministic (one seeded :class:`random.Random`), no I/O: importable
-by tests and by a CLI. It exercises the real protocol pieces, not copies of
-them: layouts and ``transition_sources`` (:mod:`kafka_ordered.layout`), the
+by tests and by a CLI. It exercises the shipped code, not copies of it:
+layouts and ``transition_sources`` (:mod:`kafka_ordered.layout`), the
 layout-log record codecs and :class:`~kafka_ordered.history.LayoutHistory`
-(every participant follows its own view of one in-memory layout log), and the
-gate decisions of :class:`~kafka_ordered.gates.GateKeeper`. What is modelled
-instead of run is the I/O: partition logs, in-flight records, offsets, the
-group coordinator.
+(every participant follows its own view of one in-memory layout log), the
+producers' switch steps (:func:`~kafka_ordered.registration.switch_steps`),
+stamps (:class:`~kafka_ordered.tokens.StampBook`) and move tombstones, and
+on the consumer side the whole gating core
+(:class:`~kafka_ordered._gating.GatingCore`) through fake ports. What is
+modelled instead of run is the I/O: partition logs, in-flight records,
+offsets, the group coordinator, and the producers' driver of those rules
+(the registering core's flush, reads and append are steps here, so that
+other actors interleave between them).
 
 The model
 ---------
@@ -51,22 +56,31 @@ The model
   accumulate over registrations; a restarting stable id stamps what its
   earlier registrations gated). ``stamps=False`` sends nothing stamped.
 * **Consumers**: one group of ``members``; every physical partition is owned
-  by one member. A member follows the layout log with lag (a late follower:
-  it reads a random prefix of what it has not read, at random times) and
-  delivers a record only when its ``GateKeeper`` allows it (``limit``), with
-  *processed(q)* = max(committed, own position when it owns ``q``), as
-  ``_GatingConsumer`` computes it. Before delivering it applies the token
-  rule: the first record after an assignment, a crash restart or a
-  rebalance makes it read the log to its end (``catch_up_on_jump``), and a
-  stamped record whose offset its view lacks makes it read the log past that
-  offset (``catch_up_on_stamp``; disabling it is what the tests show to be
-  unsafe); ``freshness=False`` does neither. No clock is involved.
-  Steps: deliver a few records of one owned partition, commit (one atomic
-  OffsetCommit of every owned partition's position, which also keeps a gate
-  opened inside one member durable), follow the log, *rebalance* (move one
-  partition; the revoking member commits first, as ``_on_revoke`` does with
-  auto-commit), *crash* (the member loses its uncommitted progress and its
-  gate bookkeeping; it restarts from the committed offsets and replays).
+  by one member. Each member runs the shipped
+  :class:`~kafka_ordered._gating.GatingCore` (gates, holds, the causal-token
+  rule of :class:`~kafka_ordered._freshness.CausalFreshness`, commits with
+  their dependencies, the hand-off on revoke) over fake ports: a client of
+  positions and pauses, the group's committed offsets, the partition logs'
+  offsets, and its own follower of the layout log, which reads only when
+  told to (a late follower: a random prefix of what it has not read, at
+  random times) or when the core asks for a catch-up. A poll is the core's
+  own cycle (``begin_poll``, the fetch decided by
+  :func:`kafka_ordered._grouped.take`, ``settle``) over a fetch of a few
+  records of one owned partition, stamped records carrying the
+  ``kafka-ordered.reg`` header and move tombstones their header, as a
+  broker returns them. The controls switch steps of the shipped rule off
+  through its test-only knob (``CausalFreshness.skip``):
+  ``catch_up_on_stamp=False`` (what the tests show to be unsafe),
+  ``catch_up_on_jump=False``, ``catch_up_on_gap=False``, and
+  ``freshness=False`` for all three; ``gating=False`` runs the core with
+  ``ordered.gating=false``. The core's clock advances one second per
+  reading, so its time-based refreshes happen at every poll.
+  Steps: poll a few records of one owned partition, commit (one OffsetCommit
+  of every owned partition's position, with what opened gates depend on),
+  follow the log, *rebalance* (move one partition; the revoking member
+  commits first, as ``_on_revoke`` does with auto-commit), *crash* (the
+  member's process restarts: a new core from the committed offsets, which
+  replays).
 * **End**: once every producer has sent its budget and has nothing buffered or
   in flight, and the admin is done, the consumers are run to a fixpoint
   (follow, deliver everything allowed, commit, repeat).
@@ -104,12 +118,16 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Deque, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
-from ..gates import GateKeeper, processed_offset
-from ..history import LayoutHistory, encode_layout
+from .._fastpath import replace_headers
+from .._freshness import SkippableStep
+from .._gating import GatingCore, GatingOptions
+from .._grouped import take
+from .._ports import TP
+from ..history import Gate, LayoutHistory, encode_layout
 from ..layout import Layout
-from ..history import Gate
+from ..metrics import LayoutViewMetrics
 from ..registration import (
     Append,
     Flush,
@@ -121,13 +139,17 @@ from ..registration import (
     plan_gates,
     switch_steps,
 )
-from ..tokens import StampBook, partitions_to_stamp
+from ..tokens import HEADER as STAMP_HEADER
+from ..tokens import StampBook, encode, partitions_to_stamp
+from ..tombstones import HEADER as MOVED_HEADER
 from ..tombstones import MoveTombstones
 
 __all__ = ["SimulationResult", "Simulation", "run", "find_seed", "crossing_scenario", "TOPIC"]
 
 #: The one topic a simulation runs on.
 TOPIC = "sim"
+#: The simulated layout log's identity in stamps.
+LOG_ID = "sim-log"
 
 
 @dataclass(frozen=True)
@@ -262,18 +284,167 @@ class _Producer:
         return self.budget == 0 and not self.buffer and self.reg is None and not any(self.inflight.values())
 
 
-class _Member:
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.view = _View()
-        # Partitions whose next delivery follows on from the previous one
-        # (absent: after an assignment or restart, the token rule's jump).
-        self.continuing: Set[int] = set()
-        self.keeper = GateKeeper()
-        self.gate_offset = 0
-        self.owned: Set[int] = set()
+class _Partition(NamedTuple):
+    """A partition as the members' fake client names it."""
+
+    topic: str
+    partition: int
+
+
+class _Fetched(NamedTuple):
+    """A fetched record as the members' fake client hands it to the core."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes
+    value: Optional[bytes]
+    headers: List[Tuple[str, bytes]]
+    record: "_Record"
+
+
+class _SimView:
+    """:class:`~kafka_ordered._ports.LayoutView` over the simulated layout
+    log: one member's follower, which reads only when told to (a late
+    follower) or when the core asks (the catch-ups)."""
+
+    def __init__(self, log: List[Tuple[bytes, bytes, int]]) -> None:
+        self._log = log
+        self._view = _View()
+        self._listeners: List[Callable[[], None]] = []
+        self.synced = 0  # catch-ups to the end that moved the view
+        self.caught_up = 0  # catch-ups past a stamp that moved the view
+
+    fatal: Optional[BaseException] = None
+
+    @property
+    def log_id(self) -> str:
+        return LOG_ID
+
+    @property
+    def history(self) -> LayoutHistory:
+        return self._view.history
+
+    @property
+    def applied(self) -> int:
+        """How many layout-log records the view applied."""
+        return self._view.applied
+
+    def read(self, upto: Optional[int] = None) -> bool:
+        """Apply the log up to ``upto`` (default: all); whether the view moved."""
+        moved = self._view.catch_up(self._log, upto)
+        if moved:
+            for listener in list(self._listeners):
+                listener()
+        return moved
+
+    def sync(self, timeout: Optional[float] = None) -> LayoutHistory:
+        self.synced += self.read()
+        return self.history
+
+    def catch_up_past(self, offset: int, timeout: Optional[float] = None) -> LayoutHistory:
+        self.caught_up += self.read(offset + 1)
+        return self.history
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[], None]) -> None:
+        self._listeners.remove(listener)
+
+    def view_metrics(self) -> LayoutViewMetrics:  # pragma: no cover - the simulation reads no metrics
+        raise NotImplementedError
+
+
+class _SimOffsets:
+    """:class:`~kafka_ordered._ports.OffsetsPort` over the simulated partition
+    logs (compaction leaves the log start at 0; no transactions)."""
+
+    def __init__(self, logs: List[List["_Record"]]) -> None:
+        self._logs = logs
+
+    def end_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        return {tp: len(self._logs[tp[1]]) for tp in tps}
+
+    def start_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        return {tp: 0 for tp in tps}
+
+    def open_transactions(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        return {}
+
+
+class _SimClient:
+    """:class:`~kafka_ordered._ports.ConsumerPort`: one member's fake client
+    (fetch positions, pauses) and the group's committed offsets."""
+
+    def __init__(self, group: Dict[int, int]) -> None:
+        self.group = group
         self.pos: Dict[int, int] = {}
-        self.gapped: Set[int] = set()  # partitions whose next record follows an offset gap
+        self.paused: Set[int] = set()
+
+    def pause(self, tps: List[TP]) -> None:
+        self.paused.update(p for _, p in tps)
+
+    def resume(self, tps: List[TP]) -> None:
+        self.paused.difference_update(p for _, p in tps)
+
+    def seek(self, tp: TP, offset: int) -> None:
+        if tp[1] in self.pos:
+            self.pos[tp[1]] = offset
+
+    def committed(self, tps: List[TP]) -> Dict[TP, int]:
+        return {tp: self.group[tp[1]] for tp in tps if tp[1] in self.group}
+
+    def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> None:
+        for (_, p), off in offsets.items():
+            self.group[p] = max(self.group.get(p, -1), off)
+
+    def positions(self, tps: List[TP]) -> Dict[TP, int]:
+        return {tp: self.pos[tp[1]] for tp in tps if tp[1] in self.pos}
+
+    def partitions(self, tps: List[TP]) -> List[Any]:
+        return list(tps)
+
+    def learn_partitions(self, topic: str) -> None:
+        pass
+
+
+class _Member:
+    """One group member: the shipped :class:`~kafka_ordered._gating.GatingCore`
+    over a fake client, its own follower of the layout log, and the logs' offsets."""
+
+    def __init__(self, index: int, log: List[Tuple[bytes, bytes, int]], offsets: _SimOffsets,
+                 group: Dict[int, int], options: GatingOptions, skip: FrozenSet[SkippableStep],
+                 clock: Callable[[], float]) -> None:
+        self.index = index
+        self.view = _SimView(log)
+        self.view.read()  # a process starts with its follower caught up
+        self.client = _SimClient(group)
+        self.core = GatingCore(self.client, self.view, offsets, options, clock=clock)
+        self.core.freshness.skip = skip
+
+    @property
+    def owned(self) -> Set[int]:
+        return {p for _, p in self.core.owned}
+
+    @property
+    def pos(self) -> Dict[int, int]:
+        return self.client.pos
+
+    def take(self, ps: Iterable[int]) -> None:
+        """The member is assigned ``ps`` (the group's commit, else the log start)."""
+        tps = [(TOPIC, p) for p in ps]
+        committed = self.client.committed(tps)
+        starts = self.core.assigned(tps, committed)
+        for tp in tps:
+            self.client.pos[tp[1]] = committed.get(tp, starts.get(tp, 0))
+        self.core.unpause_assigned(tps)
+
+    def give(self, p: int) -> None:
+        """The member loses ``p`` (a rebalance)."""
+        self.core.revoked([(TOPIC, p)])
+        self.client.pos.pop(p, None)
+        self.client.paused.discard(p)
 
 
 def _apply(table: Dict[bytes, _Record], rec: _Record) -> None:
@@ -411,16 +582,21 @@ class Simulation:
             pr.view.catch_up(self.log)
         self._seq: Dict[Tuple[str, bytes], int] = {}
 
-        self.members = [_Member(i) for i in range(members)]
         self.committed: Dict[int, int] = {}
-        self.owner: Dict[int, _Member] = {}
-        for p in range(self.physical):
-            m = self.members[p % members]
-            m.owned.add(p)
-            m.pos[p] = 0
-            self.owner[p] = m
+        self._offsets = _SimOffsets(self.logs)
+        self._ticks = 0
+        self._options = GatingOptions({"ordered.metadata.timeout.ms": 10_000, "ordered.gating": gating,
+                                       "ordered.commit.interval.ms": 200},
+                                      auto_commit=False, auto_commit_interval_s=5.0, reset="earliest")
+        skip: Set[SkippableStep] = set() if freshness else {"jump", "gap", "stamp"}
+        for step, on in (("jump", catch_up_on_jump), ("gap", catch_up_on_gap), ("stamp", catch_up_on_stamp)):
+            if not on:
+                skip.add(step)  # type: ignore[arg-type]
+        self._skip: FrozenSet[SkippableStep] = frozenset(skip)
+        self.members = [self._new_member(i) for i in range(members)]
+        self.owner: Dict[int, _Member] = {p: self.members[p % members] for p in range(self.physical)}
         for m in self.members:
-            self._follow(m)
+            m.take(sorted(p for p, o in self.owner.items() if o is m))
 
         # oracle
         self.eff = [0] * self.physical
@@ -739,98 +915,102 @@ class Simulation:
 
     # ------------------------------------------------------------------ consumers
 
+    def _clock(self) -> float:
+        """The members' monotonic clock: one second per reading, so every
+        time-based refresh of the core (the group's commits of unowned
+        sources, log starts) happens at every poll."""
+        self._ticks += 1
+        return float(self._ticks)
+
+    def _new_member(self, index: int, group: Optional[Dict[int, int]] = None) -> _Member:
+        return _Member(index, self.log, self._offsets, self.committed if group is None else group,
+                       self._options, self._skip, self._clock)
+
     def _follow(self, m: _Member, upto: Optional[int] = None) -> None:
-        if m.view.catch_up(self.log, upto):
-            m.keeper.add_gates(m.view.history.gates(TOPIC, m.gate_offset))
-            m.gate_offset = m.view.applied
+        m.view.read(upto)
 
     def follow(self, j: int, upto: Optional[int] = None) -> None:
         """Member ``j``'s follower reads the layout log (to ``upto``, default all)."""
         self._follow(self.members[j], upto)
 
-    def _update_gates(self, m: _Member, committed: Dict[int, int]) -> None:
-        processed = {
-            tp: processed_offset(committed.get(tp[1]), m.pos.get(tp[1]) if tp[1] in m.owned else None)
-            for tp in m.keeper.sources()
-        }
-        m.keeper.update(processed)
-
     def deliver(self, j: int, p: int, n: int = 1 << 30) -> int:
-        """Member ``j`` consumes up to ``n`` records of its partition ``p``
-        (delivering all but hidden move tombstones and records the cleaner
-        removed); returns how many."""
+        """Member ``j`` polls up to ``n`` records of its partition ``p``
+        (hidden move tombstones and offsets the cleaner removed included);
+        returns how many offsets its position moved."""
         m = self.members[j]
         if p not in m.owned:
             return 0
-        return self._consume(m, p, n, self.committed, self._deliver_record, self.eff)
+        return self._consume(m, p, n, self._deliver_record, self.eff)
 
-    def _consume(self, m: _Member, p: int, n: int, committed: Dict[int, int],
-                 deliver: Any, eff: Optional[List[int]]) -> int:
-        """Member ``m`` moves through up to ``n`` offsets of partition ``p``
-        under the gate and token rules, handing records to ``deliver``."""
+    def _fetched(self, rec: _Record) -> _Fetched:
+        headers: List[Tuple[str, bytes]] = []
+        if rec.tombstone:
+            headers.append((MOVED_HEADER, b"0"))
+        if rec.stamp is not None:
+            headers.append((STAMP_HEADER, encode(LOG_ID, rec.stamp)))
+        value = None if rec.tombstone else f"{rec.lineage}#{rec.seq}".encode()
+        return _Fetched(TOPIC, rec.partition, rec.offset, rec.key, value, headers, rec)
+
+    def _consume(self, m: _Member, p: int, n: int, deliver: Callable[[_Record], None],
+                 eff: Optional[List[int]]) -> int:
+        """One poll of member ``m`` on partition ``p``: the shipped core's
+        cycle (``begin_poll``, the fetch decided by ``take``, ``settle``)
+        over a fetch of up to ``n`` records; what the core delivers goes to
+        ``deliver`` in order (with ``hide_tombstones=False`` also the move
+        tombstones the core consumed, as a plain consumer applies them)."""
+        core, client = m.core, m.client
+        core.begin_poll()
+        start = client.pos[p]
+        if p in client.paused:
+            self.gate_holds += 1
+            core.settle()
+            return 0
         log = self.logs[p]
-        tp = (TOPIC, p)
-        done = 0
-        if self.gating:
-            self._update_gates(m, committed)
-        while done < n:
-            pos = m.pos[p]
-            if pos >= len(log):
-                break
-            rec = log[pos]
-            present = (p, pos) not in self.removed
-            if present and self.freshness and self._catch_up(m, p, rec) and self.gating:
-                self._update_gates(m, committed)
-            if self.gating:
-                limit = m.keeper.limit(tp)
-                if limit is not None and pos >= limit:
-                    self.gate_holds += 1
+        fetched: List[_Fetched] = []
+        off = start
+        while off < len(log) and len(fetched) < n:
+            if (p, off) not in self.removed:
+                fetched.append(self._fetched(log[off]))
+            off += 1
+        client.pos[p] = fetched[-1].offset + 1 if fetched else off
+        if fetched:
+            jump = (TOPIC, p) not in core.freshness.expected
+            synced, caught = m.view.synced, m.view.caught_up
+            got = take(core, {_Partition(TOPIC, p): fetched}, {}, replace_headers).get(_Partition(TOPIC, p), [])
+            if m.view.synced > synced:
+                if jump:
+                    self.jump_catch_ups += 1
+                else:
+                    self.gap_catch_ups += 1
+            if m.view.caught_up > caught:
+                self.stamp_catch_ups += 1
+            end = client.pos[p]
+            if end <= fetched[-1].offset:
+                self.gate_holds += 1
+            delivered = {r.offset for r in got}
+            for r in fetched:
+                if r.offset >= end:
                     break
-                if present:
-                    m.keeper.announce(tp, pos)
-            if not present:
-                m.gapped.add(p)  # the next record the member fetches is not the offset it expects
-            elif not (rec.tombstone and self.hide_tombstones):
-                deliver(rec)
-            m.pos[p] = pos + 1
-            if eff is not None:
-                eff[p] = pos + 1
-            done += 1
-        return done
-
-    def _catch_up(self, m: _Member, p: int, rec: _Record) -> bool:
-        """The token rule before member ``m`` delivers ``rec`` (of its partition
-        ``p``): the first record after a jump reads the log to its end; a stamp
-        the view lacks reads it past the stamp (no further: the least a reader
-        can do). Returns whether the view moved."""
-        moved = False
-        if p in m.gapped:
-            m.gapped.discard(p)
-            if self.catch_up_on_gap and m.view.applied < len(self.log):
-                self.gap_catch_ups += 1
-                self._follow(m)
-                moved = True
-        if p not in m.continuing:
-            m.continuing.add(p)
-            if self.catch_up_on_jump and m.view.applied < len(self.log):
-                self.jump_catch_ups += 1
-                self._follow(m)
-                moved = True
-        if rec.stamp is not None and rec.stamp >= m.view.applied and self.catch_up_on_stamp:
-            self.stamp_catch_ups += 1
-            self._follow(m, rec.stamp + 1)
-            moved = True
-        return moved
+                if eff is not None:
+                    eff[p] = r.offset  # the offsets the cleaner removed before it are passed
+                if r.offset in delivered or (r.record.tombstone and not self.hide_tombstones):
+                    deliver(r.record)
+                if eff is not None:
+                    eff[p] = r.offset + 1
+        if eff is not None:
+            eff[p] = client.pos[p]
+        core.settle()
+        return client.pos[p] - start
 
     def commit(self, j: int) -> bool:
-        """Member ``j`` commits every owned partition's position (one OffsetCommit)."""
+        """Member ``j`` commits every owned partition's position (one
+        OffsetCommit, with what opened gates depend on); whether it moved any."""
         m = self.members[j]
-        changed = False
-        for p in sorted(m.owned):
-            if m.pos[p] > self.committed.get(p, -1):
-                self.committed[p] = m.pos[p]
-                changed = True
-        return changed
+        before = dict(self.committed)
+        offsets = m.core.uncommitted()
+        if offsets:
+            m.core.commit(offsets, asynchronous=False)
+        return self.committed != before
 
     def crash_member(self, j: int) -> None:
         """Member ``j`` crashes: uncommitted progress is lost and will be replayed."""
@@ -839,7 +1019,7 @@ class Simulation:
         for p in sorted(m.owned):
             c = self.committed.get(p, 0)
             rolled.extend(self.logs[p][c:self.eff[p]])
-            self.eff[p] = m.pos[p] = c
+            self.eff[p] = c
         for rec in rolled:
             if rec.tombstone:
                 continue
@@ -848,11 +1028,12 @@ class Simulation:
                 succ = chain[rec.chain_index + 1]
                 if succ.offset < self.eff[succ.partition]:
                     self._violation(f"rollback of {self._describe(rec)} leaves the later {self._describe(succ)} processed")
-        m.keeper = GateKeeper()
-        m.view = _View()
-        m.gate_offset = 0
-        m.continuing = set()  # the restarted member reads the log at its first delivery (a jump)
-        m.gapped = set()
+        owned = sorted(m.owned)
+        m.core.close()
+        restarted = self.members[j] = self._new_member(j)  # its first fetch of each partition is a jump
+        for p in owned:
+            self.owner[p] = restarted
+        restarted.take(owned)
         self.consumer_crashes += 1
 
     def move_partition(self, p: int, j: int) -> None:
@@ -862,14 +1043,8 @@ class Simulation:
         if old is new:
             return
         self.commit(old.index)
-        old.owned.discard(p)
-        old.continuing.discard(p)
-        old.gapped.discard(p)
-        del old.pos[p]
-        new.owned.add(p)
-        new.continuing.discard(p)
-        new.pos[p] = self.committed.get(p, 0)
-        new.keeper.forget_announcements((TOPIC, p), new.pos[p])
+        old.give(p)
+        new.take([p])
         self.owner[p] = new
         self.rebalances += 1
 
@@ -929,18 +1104,17 @@ class Simulation:
         """The table a new ordered group (one member, a full view of the
         layout log) rebuilds from earliest, moving between partitions at
         random under the same gate and token rules."""
-        m = _Member(-1)
-        m.owned = set(range(self.physical))
-        m.pos = {p: 0 for p in m.owned}
-        self._follow(m)
+        m = self._new_member(-1, group={})
+        m.take(range(self.physical))
         table: Dict[bytes, _Record] = {}
         progress = True
         while progress:
             progress = False
             ready = [p for p in sorted(m.owned) if m.pos[p] < len(self.logs[p])]
             for p in self.rng.sample(ready, len(ready)):
-                if self._consume(m, p, self.rng.randint(1, 3), {}, lambda rec: _apply(table, rec), None):
+                if self._consume(m, p, self.rng.randint(1, 3), lambda rec: _apply(table, rec), None):
                     progress = True
+        m.core.close()
         return table
 
     # ------------------------------------------------------------------ oracle
@@ -1044,9 +1218,7 @@ class Simulation:
         if held and self.gating and not self.detail:
             parts = []
             for p in held:
-                m = self.owner[p]
-                processed = {tp: self.committed.get(tp[1], -1) for tp in m.keeper.sources()}
-                for st in m.keeper.status(processed):
+                for st in self.owner[p].core.gate_status():
                     if st.partition == p:
                         parts.append(f"p{p} held at {st.start} waiting on {dict(st.waiting_on)}")
             self.detail = "deadlock: " + "; ".join(parts)

@@ -157,15 +157,16 @@ def test_a_stamp_makes_a_late_member_read_the_registration_before_delivering() -
     itself. After the expansion the producer's first record on the new
     partition is stamped; delivering it makes the member read the log past
     the registration, and the gate holds it until the source is processed."""
+    # catch_up_on_jump=False: as if the member had fetched every partition
+    # before (the catch-up after an assignment would read the log anyway).
     sim = Simulation(0, layouts=(8,), producers=1, stable_producers=0, records_per_producer=0, members=1,
-                     producer_restarts=0, consumer_crashes=0, rebalances=0)
+                     producer_restarts=0, consumer_crashes=0, rebalances=0, catch_up_on_jump=False)
     k = _moved_key(sim, 1, 2)
     old, new = sim.partition_of(1, k), sim.partition_of(2, k)
     sim.send(0, k)
     sim.register(0)
     sim.ack_all(0)
-    sim.follow(0)  # the member read the log so far and fetched every partition: no jump is due
-    sim.members[0].continuing = set(range(sim.physical))
+    sim.follow(0)  # the member read the log so far
     sim.admin_step()
     sim.observe(0, len(sim.log))
     sim.send(0, k)
@@ -181,12 +182,12 @@ def test_a_stamp_makes_a_late_member_read_the_registration_before_delivering() -
     assert sim.result().violations == 0
     # The same interleaving without the catch-up delivers k#1 before k#0.
     sim2 = Simulation(0, layouts=(8,), producers=1, stable_producers=0, records_per_producer=0, members=1,
-                      producer_restarts=0, consumer_crashes=0, rebalances=0, catch_up_on_stamp=False)
+                      producer_restarts=0, consumer_crashes=0, rebalances=0, catch_up_on_stamp=False,
+                      catch_up_on_jump=False)
     sim2.send(0, k)
     sim2.register(0)
     sim2.ack_all(0)
     sim2.follow(0)
-    sim2.members[0].continuing = set(range(sim2.physical))
     sim2.admin_step()
     sim2.observe(0, len(sim2.log))
     sim2.send(0, k)
