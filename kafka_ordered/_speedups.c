@@ -19,7 +19,7 @@
 #define MASK31 0x7fffffffu
 
 /* The interface kafka_ordered._hashing checks (_hashing.SPEEDUPS_API). */
-#define SPEEDUPS_API 3
+#define SPEEDUPS_API 4
 
 /* Little-endian 32-bit load from any alignment; compilers turn this into a
  * single load on little-endian machines. */
@@ -1306,6 +1306,60 @@ call0(PyObject *m, PyObject *name)
     return PyObject_VectorcallMethod(name, &m, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
+/* The leading fields of confluent_kafka.Message as confluent-kafka 2.x lays
+ * them out (src/confluent_kafka/src/confluent_kafka.h). Read only for
+ * instances of message_type, which is set by use_message_layout() once
+ * kafka_ordered._fastpath checked message_fields() against the methods on
+ * real instances at import; otherwise the methods are called. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *topic;
+    PyObject *value;
+    PyObject *key;
+    PyObject *headers;   /* the Python list, once made */
+    void *c_headers;     /* librdkafka's headers, until converted */
+    PyObject *error;
+    int32_t partition;
+    int64_t offset;
+} CflMessage;
+
+static PyTypeObject *message_type = NULL;
+
+/* message_fields(m): (topic, value, key, headers, has c_headers, error,
+ * partition, offset) read from m's memory as CflMessage (None for NULL):
+ * what _fastpath compares with m's methods before use_message_layout(). */
+static PyObject *
+py_message_fields(PyObject *module, PyObject *m)
+{
+    CflMessage *c = (CflMessage *)m;
+    if (Py_TYPE(m)->tp_basicsize < (Py_ssize_t)sizeof(CflMessage)) {
+        PyErr_SetString(PyExc_TypeError, "object too small to be a confluent_kafka.Message");
+        return NULL;
+    }
+#define OR_NONE(o) ((o) ? (o) : Py_None)
+    return Py_BuildValue("(OOOOOOiL)", OR_NONE(c->topic), OR_NONE(c->value), OR_NONE(c->key), OR_NONE(c->headers),
+                         c->c_headers ? Py_True : Py_False, OR_NONE(c->error), (int)c->partition,
+                         (long long)c->offset);
+#undef OR_NONE
+}
+
+/* use_message_layout(type or None): read instances of type as CflMessage. */
+static PyObject *
+py_use_message_layout(PyObject *module, PyObject *t)
+{
+    if (t == Py_None) {
+        Py_CLEAR(message_type);
+        Py_RETURN_NONE;
+    }
+    if (!PyType_Check(t) || ((PyTypeObject *)t)->tp_basicsize < (Py_ssize_t)sizeof(CflMessage)) {
+        PyErr_SetString(PyExc_TypeError, "use_message_layout: a type laid out as confluent_kafka.Message, or None");
+        return NULL;
+    }
+    Py_INCREF(t);
+    Py_XSETREF(message_type, (PyTypeObject *)t);
+    Py_RETURN_NONE;
+}
+
 /* The causal-token check of a calm fetch (confluent-kafka Messages): 1 when
  * every record may be returned untouched (no error, no kafka-ordered.reg
  * header; every record of a managed topic at the next offset expected for
@@ -1331,6 +1385,32 @@ calm_admits(Calm *calm, PyObject *res)
         PyObject *m = items[i], *v, *topic = NULL, *part = NULL, *off = NULL;
         long long p, o;
         int c;
+        CflMessage *cm = Py_TYPE(m) == message_type ? (CflMessage *)m : NULL;
+        if (cm != NULL && (cm->error == NULL || cm->error == Py_None) && cm->headers == NULL && cm->c_headers == NULL && cm->topic != NULL) {
+            /* The common record: no error, no header; its fields read in place. */
+            topic = cm->topic;
+            Py_INCREF(topic);
+            c = PySet_Contains(calm->managed, topic);
+            if (c <= 0) {
+                Py_DECREF(topic);
+                if (c < 0) { ok = -1; break; }
+                continue;
+            }
+            p = cm->partition;
+            o = cm->offset;
+            if (prev_topic != NULL && p == prev_part && (topic == prev_topic || PyUnicode_Compare(topic, prev_topic) == 0)) {
+                Py_DECREF(topic);
+                if (o != prev_off + 1) { ok = 0; break; }
+                prev_off = o;
+                continue;
+            }
+            part = PyLong_FromLongLong(p);
+            if (part == NULL) {
+                Py_DECREF(topic);
+                ok = -1;
+                break;
+            }
+        } else {
         v = call0(m, S_ERROR);
         if (v == NULL) { ok = -1; break; }
         c = v != Py_None;
@@ -1366,6 +1446,7 @@ calm_admits(Calm *calm, PyObject *res)
         p = PyLong_AsLongLong(part);
         o = PyLong_AsLongLong(off);
         Py_DECREF(off);
+        }
         if (prev_topic != NULL && p == prev_part && PyUnicode_Compare(topic, prev_topic) == 0) {
             Py_DECREF(part);
             Py_DECREF(topic);
@@ -1586,6 +1667,11 @@ static PyMethodDef module_methods[] = {
     {"murmur3", py_murmur3, METH_O,
      "murmur3($module, key, /)\n--\n\nMurmurHash3 x86_32, seed 0, & 0x7fffffff (mmh3.hash(key) & 0x7fffffff)."},
     {"crc32", py_crc32, METH_O, "crc32($module, key, /)\n--\n\nThe unsigned CRC-32 (zlib.crc32(key))."},
+    {"message_fields", py_message_fields, METH_O,
+     "message_fields($module, message, /)\n--\n\n(topic, value, key, headers, has librdkafka headers, error, "
+     "partition, offset) read from a confluent_kafka.Message's memory (checked against its methods before use)."},
+    {"use_message_layout", py_use_message_layout, METH_O,
+     "use_message_layout($module, type, /)\n--\n\nRead instances of type (or none: None) in place in the calm check."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -10,9 +10,11 @@ import inspect
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
+
+import kafka_ordered
 
 from kafka_ordered import Layout, _fastpath, _hashing
 from kafka_ordered.confluent import OrderedProducer
@@ -422,6 +424,39 @@ def _calm(impl: str) -> Any:
     return C.Calm() if impl == "c" else _fastpath.PyCalm()
 
 
+#: How the calm check meets a fetched record: a fake with the methods it
+#: calls, a real ``confluent_kafka.Message`` through its methods, or one
+#: whose fields the C check reads in place (what a consumer gets).
+MESSAGE_KINDS = ["fake", "real", "in place"]
+
+
+@pytest.fixture
+def messages(request: pytest.FixtureRequest, impl: str) -> Iterator[Callable[[Any], Any]]:
+    """``messages(fetched)``: the fetch as the kind of records under test."""
+    kind = request.param
+    if kind == "in place" and (impl != "c" or not _fastpath.message_layout_matches()):
+        pytest.skip("fields are read in place only by the C check, on a client whose layout matches")
+    _fastpath.use_message_layout(kind == "in place")
+
+    def convert(fetched: Any) -> Any:
+        if kind == "fake":
+            return fetched
+        from confluent_kafka import KafkaError, Message
+
+        def real(m: _Msg) -> Any:
+            err = None if m._e is None else KafkaError(KafkaError._FAIL, str(m._e))
+            try:
+                return Message(topic=m._t, partition=m._p, offset=m._o, key=b"k", value=b"v", headers=m._h,
+                               error=err)
+            except (TypeError, ValueError):
+                pytest.skip("the client's Message takes no such headers")
+
+        return [real(m) for m in fetched] if isinstance(fetched, list) else real(fetched)
+
+    yield convert
+    _fastpath.use_message_layout(True)
+
+
 def _fetch_path(impl: str, calm: Any, result: Any, calls: List[Any]) -> Callable[..., Any]:
     def fetch(*a: Any, **k: Any) -> Any:
         calls.append(("fetch", a, k))
@@ -550,6 +585,7 @@ def test_method_keeps_no_instance_alive(make: Any) -> None:
 STAMP = [("kafka-ordered.reg", b"log:7")]
 
 
+@pytest.mark.parametrize("messages", MESSAGE_KINDS, indirect=True)
 @pytest.mark.parametrize("impl", _impls())
 @pytest.mark.parametrize("case, fetched, admitted, expected_after", [
     ("contiguous", [_Msg("t", 0, 5), _Msg("t", 0, 6)], True, {("t", 0): 7, ("t", 1): 3}),
@@ -566,7 +602,8 @@ STAMP = [("kafka-ordered.reg", b"log:7")]
     ("odd headers", [_Msg("t", 0, 5, {"kafka-ordered.reg": b"x"})], False, None),
 ])
 def test_calm_fetch_is_returned_untouched_only_when_the_token_rule_needs_nothing(
-        impl: str, case: str, fetched: Any, admitted: bool, expected_after: Any) -> None:
+        impl: str, case: str, fetched: Any, admitted: bool, expected_after: Any,
+        messages: Callable[[Any], Any]) -> None:
     """A calm consumer returns a fetch untouched only without a stamp, an
     error or a gap on a managed topic; then the expected offsets move past it.
     Otherwise the fetch goes through ``after`` (the full path: stamps
@@ -577,6 +614,7 @@ def test_calm_fetch_is_returned_untouched_only_when_the_token_rule_needs_nothing
     start = {("t", 0): 5, ("t", 1): 3}
     calm.expected.update(start)
     calls: List[Any] = []
+    fetched = messages(fetched)
     got = _fetch_path(impl, calm, fetched, calls)(1.0)
     if admitted:
         assert got is fetched and [c[0] for c in calls] == ["fetch"], case
@@ -599,6 +637,7 @@ def test_calm_expected_offsets_are_the_freshness_dict(impl: str) -> None:
     assert shared == {("t", 0): 2} and calm.expected is shared
 
 
+@pytest.mark.parametrize("messages", MESSAGE_KINDS, indirect=True)
 @pytest.mark.parametrize("impl", _impls())
 @pytest.mark.parametrize("case, headers, admitted, left", [
     ("included", [("kafka-ordered.reg", b"log:6")], True, None),
@@ -617,7 +656,8 @@ def test_calm_expected_offsets_are_the_freshness_dict(impl: str) -> None:
 ])
 @pytest.mark.parametrize("topic", ["t", "u"])
 def test_a_stamp_the_view_includes_is_only_removed_on_the_calm_path(
-        impl: str, case: str, headers: Any, admitted: bool, left: Any, topic: str) -> None:
+        impl: str, case: str, headers: Any, admitted: bool, left: Any, topic: str,
+        messages: Callable[[Any], Any]) -> None:
     """A stamp of this consumer's log at an offset below the view's next
     one needs no catch-up: the calm check removes the header and goes on
     (on a managed topic and on one the view calls unmanaged alike). Any
@@ -627,7 +667,7 @@ def test_a_stamp_the_view_includes_is_only_removed_on_the_calm_path(
     calm.managed = frozenset({"t"})
     calm.stamp_prefix, calm.view_next = b"log:", 7
     calm.expected.update({("t", 0): 5})
-    fetched = [_Msg(topic, 0, 5, list(headers)), _Msg(topic, 0, 6)]
+    fetched = messages([_Msg(topic, 0, 5, list(headers)), _Msg(topic, 0, 6)])
     calls: List[Any] = []
     got = _fetch_path(impl, calm, fetched, calls)(1.0)
     if admitted:
@@ -691,3 +731,15 @@ def test_the_calm_check_decides_alike_for_both_clients(case: str, runs: Dict[Tup
     if decided:
         assert all(m.headers() in (None, [("app", b"1")]) for m in msgs)
         assert all(r.headers in ([], [("app", b"1")]) for rs in recs.values() for r in rs)
+
+
+def test_fields_read_in_place_are_what_the_methods_return() -> None:
+    """The layout check passes on the installed client (else the C check
+    calls the methods, which the tests above also cover), and switching it
+    off and on again is honoured."""
+    if not kafka_ordered.speedups_enabled():
+        assert not _fastpath.message_layout_matches() and not _fastpath.use_message_layout(True)
+        return
+    assert _fastpath.message_layout_matches()
+    assert _fastpath.use_message_layout(False) is False
+    assert _fastpath.use_message_layout(True) is True
