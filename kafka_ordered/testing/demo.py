@@ -6,7 +6,8 @@ producers write per-key sequence numbers while an admin changes the layout
 consumer is killed (SIGKILL) mid-run; consumers are throttled so that the
 group lags behind, as real groups do. The :class:`~kafka_ordered.testing.OrderingOracle` then
 checks every delivery. The *plain* run uses confluent-kafka's own clients
-with Kafka's default partitioner over the current partition count.
+with Kafka's default partitioner over the current partition count (or
+kafka-python's or aiokafka's, when the scenario picks those clients).
 
 ``kafka-ordered demo`` (and ``make demo``) runs both through :func:`run_demo`
 and prints a table; :func:`run_scenario` is what the tests call. Nothing here
@@ -16,6 +17,7 @@ prints (progress goes to a stream the caller passes).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import random
 import signal
@@ -33,6 +35,7 @@ from ._broker import BOOTSTRAP_ENV, EmbeddedBroker, group_config
 from ._oracle import OracleReport, OrderingOracle, encode_value
 
 if TYPE_CHECKING:
+    from ..errors import KafkaOrderedError
     from ..layout import Layout
     from ._cluster import KafkaCluster
 
@@ -62,6 +65,10 @@ class Scenario:
     corrupt_layout_at: Optional[float] = None  # append an unparsable record to the layout log
     kafka_python_producers: int = 0  # how many of the producers use kafka-python (the rest confluent-kafka)
     kafka_python_consumers: bool = False  # the group's members use kafka-python (one client per group)
+    # How many of the producers use aiokafka (after the kafka-python ones; Apache Kafka only: aiokafka's
+    # idempotent producer fails on the embedded broker).
+    aiokafka_producers: int = 0
+    aiokafka_consumers: bool = False  # the group's members use aiokafka (not with kafka_python_consumers)
     manual_commit: bool = False  # consumers commit synchronously after each processed batch
     poison: bool = False  # producers also send refused (oversized) and unparsable records
     seed: int = 0
@@ -121,10 +128,22 @@ POISON_VALUE = b"poison"
 _MAX_BYTES = 100_000
 
 
+def _survive(e: KafkaOrderedError) -> None:
+    """A retriable error is written down and the worker goes on, as an
+    application would (e.g. a registration: the record stays buffered and
+    the next send retries); any other ends it."""
+    if not e.retriable:
+        raise e
+    sys.stderr.write(f"{e}\n")
+
+
 def _producer_worker(a: argparse.Namespace) -> int:
     """Writes per-key sequence numbers; each acknowledged record becomes a
     line ``key, value, partition, offset, ack time (ns)``. Records the client
-    refuses (``--poison``) are counted, never written."""
+    refuses (``--poison``) are counted, never written. Stops on SIGTERM,
+    after a flush."""
+    if a.client == "aiokafka":
+        return asyncio.run(_aiokafka_producer_worker(a))
     from confluent_kafka import KafkaException, Producer
 
     from .. import _hashing
@@ -138,14 +157,6 @@ def _producer_worker(a: argparse.Namespace) -> int:
     base = a.incarnation * 1_000_000
     seqs: Dict[int, int] = {}
     refused = {"n": 0}
-
-    def survive(e: KafkaOrderedError) -> None:
-        """A retriable error is written down and the worker goes on, as an
-        application would (e.g. a registration: the record stays buffered and
-        the next send retries); any other ends it."""
-        if not e.retriable:
-            raise e
-        sys.stderr.write(f"{e}\n")
 
     def line(key: bytes, value: bytes, partition: int, offset: int) -> None:
         out.write(f"{key.decode()}\t{value.decode()}\t{partition}\t{offset}\t{time.time_ns()}\n")
@@ -191,7 +202,7 @@ def _producer_worker(a: argparse.Namespace) -> int:
             try:
                 fut = producer.send(a.topic, value=value, key=key, partition=partition)
             except KafkaOrderedError as e:
-                survive(e)
+                _survive(e)
                 return
             except Exception:  # refused locally (e.g. MessageSizeTooLargeError)
                 refused["n"] += 1
@@ -207,13 +218,13 @@ def _producer_worker(a: argparse.Namespace) -> int:
             else:
                 producer.produce(a.topic, value, key, partition, on_delivery=acked)
         except KafkaOrderedError as e:
-            survive(e)
+            _survive(e)
         except (KafkaException, BufferError, ValueError, TypeError):
             refused["n"] += 1
         try:
             producer.poll(0)
         except KafkaOrderedError as e:  # poll also drives the switch
-            survive(e)
+            _survive(e)
 
     out.write("#ready\n")
     out.flush()
@@ -254,7 +265,10 @@ def _consumer_worker(a: argparse.Namespace) -> int:
     """One group member; each delivered record becomes a line ``key, value,
     partition, offset, delivery time (ns)``. Unparsable (poison) records are
     skipped by the application, as a real one would; a retriable error from
-    polling is polled again."""
+    polling is polled again. Stops on SIGTERM, closing the consumer (which
+    commits, with auto-commit, and leaves the group)."""
+    if a.client == "aiokafka":
+        return asyncio.run(_aiokafka_consumer_worker(a))
     from ..errors import KafkaOrderedError
 
     stop = {"now": False}
@@ -339,6 +353,168 @@ def _consumer_worker(a: argparse.Namespace) -> int:
             time.sleep(spare)
     stall = sum(consumer.stall_seconds.values()) if a.ordered else 0.0
     consumer.close()
+    out.write(f"#stall\t{stall}\n#poison\t{poison}\n")
+    out.close()
+    return 0
+
+
+async def _aiokafka_producer_worker(a: argparse.Namespace) -> int:
+    """:func:`_producer_worker` over aiokafka: ``OrderedAIOKafkaProducer``, or
+    for the plain run an idempotent ``AIOKafkaProducer`` placing keys as
+    Kafka's default partitioner does over the current partition count. The
+    same lines, the same poison records; SIGTERM stops the loop, then the
+    producer is flushed and stopped. Apache Kafka only (aiokafka's idempotent
+    producer fails on the embedded broker)."""
+    from aiokafka import AIOKafkaProducer
+
+    from .. import _hashing
+    from ..errors import KafkaOrderedError
+    from ..layout_log import LayoutFollower
+
+    stop = {"now": False}
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: stop.update(now=True))
+    rng = random.Random(a.seed)
+    out = open(a.out, "a", buffering=1 << 16)
+    base = a.incarnation * 1_000_000
+    seqs: Dict[int, int] = {}
+    refused = {"n": 0}
+    conf: Dict[str, Any] = {"bootstrap_servers": a.bootstrap, "linger_ms": 5, "max_request_size": _MAX_BYTES}
+    follower = None if a.ordered else LayoutFollower({"bootstrap.servers": a.bootstrap}, a.layout_topic).start()
+    if a.ordered:
+        from ..aiokafka import OrderedAIOKafkaProducer
+
+        extra = {"ordered.producer.id": a.id} if a.stable else {}
+        producer: Any = OrderedAIOKafkaProducer(**conf, **{"ordered.layout.topic": a.layout_topic, **extra})
+    else:
+        producer = AIOKafkaProducer(**conf, acks="all", enable_idempotence=True)
+    await producer.start()
+
+    def acked(key: bytes, value: bytes) -> Any:
+        def done(fut: "asyncio.Future[Any]") -> None:
+            if fut.cancelled() or fut.exception() is not None:
+                refused["n"] += 1
+            elif value != POISON_VALUE:
+                md = fut.result()
+                out.write(f"{key.decode()}\t{value.decode()}\t{md.partition}\t{md.offset}\t{time.time_ns()}\n")
+        return done
+
+    async def send(key: bytes, value: bytes) -> None:
+        partition = None
+        if follower is not None:
+            partition = _hashing.murmur2(key) % follower.history.current(a.topic).partitions  # type: ignore[union-attr]
+        try:
+            fut = await producer.send(a.topic, value=value, key=key, partition=partition)
+        except KafkaOrderedError as e:
+            _survive(e)
+            return
+        except Exception:  # refused locally (e.g. MessageSizeTooLargeError)
+            refused["n"] += 1
+            return
+        fut.add_done_callback(acked(key, value))
+
+    out.write("#ready\n")
+    out.flush()
+    interval = 1.0 / a.rate
+    next_at = time.monotonic()
+    last_flush = next_at
+    while not stop["now"]:
+        k = rng.randrange(a.keys)
+        key = f"key-{k:05d}".encode()
+        if a.poison and rng.random() < 0.002:
+            await send(key, b"x" * (_MAX_BYTES * 2))
+            await send(key, POISON_VALUE)
+        seq = seqs.get(k, base)
+        seqs[k] = seq + 1
+        await send(key, encode_value(a.id, seq))
+        next_at += interval
+        now = time.monotonic()
+        # Always yield to the loop: acknowledgements and the sender run on it.
+        await asyncio.sleep(max(0.0, next_at - now))
+        if now - last_flush > 0.2:
+            out.flush()
+            last_flush = now
+    await asyncio.wait_for(producer.flush(), 30)
+    if a.ordered:
+        for r in producer.registrations:
+            out.write(f"#registration\t{r!r}\n")
+    await producer.stop()
+    if follower is not None:
+        follower.close()
+    out.write(f"#refused\t{refused['n']}\n")
+    out.close()
+    return 0
+
+
+async def _aiokafka_consumer_worker(a: argparse.Namespace) -> int:
+    """:func:`_consumer_worker` over aiokafka: one member of a group of
+    ``OrderedAIOKafkaConsumer`` (or plain ``AIOKafkaConsumer``) with the same
+    lines, poison skipping, retries, manual commits and throttling. SIGTERM
+    stops the loop; the consumer is then stopped (it commits, with
+    auto-commit, and leaves the group). The plain consumer refreshes
+    metadata every 5 s: with aiokafka's default (5 min) it would not see the
+    partitions an expansion creates on Apache Kafka before the drain ends
+    (the ordered one learns them from the layout log)."""
+    from aiokafka import AIOKafkaConsumer
+
+    from ..errors import KafkaOrderedError
+
+    stop = {"now": False}
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: stop.update(now=True))
+    out = open(a.out, "a", buffering=1 << 16)
+    manual = bool(a.manual_commit)
+    conf: Dict[str, Any] = {"bootstrap_servers": a.bootstrap, "group_id": a.group, "auto_offset_reset": "earliest",
+                            "enable_auto_commit": not manual, **group_config(bool(a.embedded), kafka_python=True)}
+    if a.ordered:
+        from ..aiokafka import OrderedAIOKafkaConsumer
+
+        consumer: Any = OrderedAIOKafkaConsumer(a.topic, **conf, **{"ordered.layout.topic": a.layout_topic})
+    else:
+        consumer = AIOKafkaConsumer(a.topic, **conf, metadata_max_age_ms=5000)
+    await consumer.start()
+
+    async def batch() -> List[Tuple[bytes, bytes, int, int]]:
+        try:
+            got = await consumer.getmany(timeout_ms=200, max_records=200)
+        except KafkaOrderedError as e:  # e.g. the layout log's leader failing over: poll again
+            if not e.retriable:
+                raise
+            out.write(f"#retry\t{type(e).__name__}\n")
+            await asyncio.sleep(0.2)
+            return []
+        return [(r.key, r.value, r.partition, r.offset) for records in got.values() for r in records]
+
+    async def commit() -> None:
+        try:
+            await consumer.commit()
+        except Exception as e:  # nothing to commit yet, or a rebalance: at-least-once replays
+            out.write(f"#commit-failed\t{type(e).__name__}\n")
+
+    out.write("#ready\n")
+    out.flush()
+    per_record = 1.0 / a.rate if a.rate > 0 else 0.0
+    poison = 0
+    debug = os.environ.get("KAFKA_ORDERED_DEMO_DEBUG")
+    last_debug = 0.0
+    while not stop["now"]:
+        if debug and a.ordered and time.monotonic() - last_debug > 1.0:
+            last_debug = time.monotonic()
+            out.write(f"#gates\t{consumer.gate_status()!r}\t{consumer.assignment()!r}\n")
+        records = await batch()
+        began = time.monotonic()
+        at = time.time_ns()
+        for key, value, partition, offset in records:
+            if value == POISON_VALUE:
+                poison += 1
+                continue
+            out.write(f"{key.decode()}\t{value.decode()}\t{partition}\t{offset}\t{at}\n")
+        out.flush()
+        if manual and records:
+            await commit()
+        spare = len(records) * per_record - (time.monotonic() - began)
+        if spare > 0:
+            await asyncio.sleep(spare)
+    stall = sum(consumer.stall_seconds.values()) if a.ordered else 0.0
+    await consumer.stop()
     out.write(f"#stall\t{stall}\n#poison\t{poison}\n")
     out.close()
     return 0
@@ -439,7 +615,19 @@ def run_scenario(
         common = ["--bootstrap", bootstrap, "--topic", topic, "--layout-topic", layout_topic,
                   "--ordered", "1" if scenario.ordered else "0", "--embedded", "1" if embedded else "0"]
 
-        consumer_client = "kafka-python" if scenario.kafka_python_consumers else "confluent"
+        if scenario.kafka_python_consumers and scenario.aiokafka_consumers:
+            raise ValueError("one client per group: kafka_python_consumers and aiokafka_consumers are both set")
+        consumer_client = ("kafka-python" if scenario.kafka_python_consumers
+                           else "aiokafka" if scenario.aiokafka_consumers else "confluent")
+        if scenario.kafka_python_producers + scenario.aiokafka_producers > scenario.producers:
+            raise ValueError("kafka_python_producers + aiokafka_producers exceed producers")
+
+        def producer_client(i: int) -> str:
+            if i < scenario.kafka_python_producers:
+                return "kafka-python"
+            if i < scenario.kafka_python_producers + scenario.aiokafka_producers:
+                return "aiokafka"
+            return "confluent"
 
         def consumer(i: int) -> subprocess.Popen:  # type: ignore[type-arg]
             p = _spawn(["worker-consumer", *common, "--group", group, "--rate", str(scenario.consumer_rate),
@@ -453,7 +641,7 @@ def run_scenario(
             p = _spawn(["worker-producer", *common, "--id", f"P{i}", "--incarnation", str(incarnation),
                         "--keys", str(scenario.keys), "--rate", str(scenario.rate),
                         "--seed", str(rng.randrange(1 << 30)), "--stable", "1" if scenario.stable_ids else "0",
-                        "--client", "kafka-python" if i < scenario.kafka_python_producers else "confluent",
+                        "--client", producer_client(i),
                         "--poison", "1" if scenario.poison else "0",
                         "--out", str(tmp / f"producer-{i}-{incarnation}.tsv")], tmp / f"producer-{i}.err")
             procs.append(p)
@@ -776,7 +964,7 @@ def _worker_main(argv: Sequence[str]) -> int:
     p.add_argument("role", choices=["worker-producer", "worker-consumer"])
     for name in ("--bootstrap", "--topic", "--layout-topic", "--out", "--id", "--group"):
         p.add_argument(name)
-    p.add_argument("--client", choices=["confluent", "kafka-python"], default="confluent")
+    p.add_argument("--client", choices=["confluent", "kafka-python", "aiokafka"], default="confluent")
     for name in ("--ordered", "--incarnation", "--keys", "--rate", "--seed", "--stable", "--embedded",
                  "--manual-commit", "--poison"):
         p.add_argument(name, type=int, default=0)

@@ -29,7 +29,8 @@ def _seeds(spec: str) -> List[int]:
 def main(argv: List[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.chaos.run")
     p.add_argument("--seeds", default="0-9", help="e.g. 0-49 or 3,7,11")
-    p.add_argument("--plain", action="store_true", help="plain confluent-kafka clients (the control)")
+    p.add_argument("--plain", action="store_true",
+                   help="plain clients (the control): the seed's confluent-kafka, kafka-python and aiokafka ones")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of producing per seed")
     p.add_argument("--broker", choices=["embedded", "kafka"], default=os.environ.get("KAFKA_ORDERED_BROKER", "embedded"),
                    help="the broker to start (default: embedded; kafka: a 3-node Apache Kafka cluster, "
@@ -48,7 +49,8 @@ def main(argv: List[str]) -> int:
     totals = {"produced": 0, "delivered": 0, "violations": 0, "missing": 0, "holes": 0, "seeds": 0, "bad": 0}
     try:
         for seed in _seeds(args.seeds):
-            sc = scenario_for(seed, plain=args.plain, duration_s=args.duration, broker_faults=cluster is not None)
+            sc = scenario_for(seed, plain=args.plain, duration_s=args.duration, broker_faults=cluster is not None,
+                              embedded=broker is not None)
             r = run_seed(bootstrap, seed, plain=args.plain, embedded=broker is not None, duration_s=args.duration,
                          cluster=cluster)
             rep = r.report
