@@ -735,6 +735,15 @@ class GatingCore:
         at the first of those."""
         if tp in self.parts.held:
             self.records_held_back += count
+            # The client handed out records of a partition it should have
+            # kept paused (aiokafka forgets a pause when its assignment
+            # changes under it): pause it and seek back to the hold again,
+            # or its position would skip the held records.
+            held_at = self.parts[tp].held
+            assert held_at is not None
+            self.port.pause([tp])
+            self.port.seek(tp, held_at)
+            self.freshness.moved(tp, held_at)
             return 0
         limit = self.keeper.limit(tp)
         n = count if limit is None else bisect.bisect_left(range(count), limit, key=offset_at)

@@ -450,10 +450,11 @@ async def _aiokafka_consumer_worker(a: argparse.Namespace) -> int:
     ``OrderedAIOKafkaConsumer`` (or plain ``AIOKafkaConsumer``) with the same
     lines, poison skipping, retries, manual commits and throttling. SIGTERM
     stops the loop; the consumer is then stopped (it commits, with
-    auto-commit, and leaves the group). The plain consumer refreshes
-    metadata every 5 s: with aiokafka's default (5 min) it would not see the
-    partitions an expansion creates on Apache Kafka before the drain ends
-    (the ordered one learns them from the layout log)."""
+    auto-commit, and leaves the group). Both consumers refresh metadata
+    every 5 s: with aiokafka's default (5 min) the plain one would not see
+    the partitions an expansion creates on Apache Kafka before the drain
+    ends (the ordered one learns them from the layout log, but the frequent
+    refresh is what showed aiokafka forgetting a held partition's pause)."""
     from aiokafka import AIOKafkaConsumer
 
     from ..errors import KafkaOrderedError
@@ -467,7 +468,8 @@ async def _aiokafka_consumer_worker(a: argparse.Namespace) -> int:
     if a.ordered:
         from ..aiokafka import OrderedAIOKafkaConsumer
 
-        consumer: Any = OrderedAIOKafkaConsumer(a.topic, **conf, **{"ordered.layout.topic": a.layout_topic})
+        consumer: Any = OrderedAIOKafkaConsumer(a.topic, **conf, metadata_max_age_ms=5000,
+                                                **{"ordered.layout.topic": a.layout_topic})
     else:
         consumer = AIOKafkaConsumer(a.topic, **conf, metadata_max_age_ms=5000)
     await consumer.start()
