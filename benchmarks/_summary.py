@@ -30,8 +30,8 @@ sys.path.insert(0, HERE)
 from _common import machine  # noqa: E402
 
 #: In this order (quick and pure first); each must end with BENCH lines.
-BENCHMARKS = ["hashing", "partitioner", "autoscale", "scale", "producer", "consumer", "kafka_python", "expansion",
-              "spark_source", "spark_source_builtin", "spark_sink", "spark_pipeline"]
+BENCHMARKS = ["hashing", "partitioner", "autoscale", "scale", "producer", "consumer", "kafka_python",
+              "aiokafka_clients", "expansion", "spark_source", "spark_source_builtin", "spark_sink", "spark_pipeline"]
 
 LINE = re.compile(r"^BENCH (\S+) value=(\S+) target=(\S+) (PASS|MISS)\s*$")
 
