@@ -376,9 +376,12 @@ class OrderedAIOKafkaConsumer:
         want = {(tp.topic, tp.partition) for tp in partitions}
         await self._bridge.run(core.revoked, sorted(core.owned - want))
         added = sorted(want - core.owned)
-        self._consumer.assign(list(partitions))
         committed = await self._bridge.run(self._port.committed, added) if added else {}
         starts = await self._bridge.run(core.assigned, added, committed)
+        # The client's assignment and the seeks with no await between: its
+        # fetcher never starts resolving a position of its own (which would
+        # cost a retry backoff before the first fetch).
+        self._consumer.assign(list(partitions))
         for key in added:
             off = committed.get(key, starts.get(key))
             if off is not None:
