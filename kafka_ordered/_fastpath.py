@@ -63,7 +63,7 @@ from .tokens import HEADER as _STAMP_HEADER
 from .tombstones import HEADER as _MOVED_HEADER
 
 __all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route", "method",
-           "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "replace_headers", "message_layout_matches", "use_message_layout", "fast_fetch", "fast_fetch_py"]
+           "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "replace_headers", "fast_fetch", "fast_fetch_py"]
 
 
 class PyProducerRoute:
@@ -320,53 +320,6 @@ _CONTAINERS = (list, dict)
 Calm: Any = _hashing._C.Calm if _hashing._C is not None else PyCalm
 
 
-def message_layout_matches() -> bool:
-    """Whether the C calm check may read a ``confluent_kafka.Message``'s
-    fields in place: on real instances (an ordinary record, and one with
-    headers and an error) the fields read from memory are what the methods
-    return. ``False`` without the speed-ups or on any mismatch: the check
-    then calls the methods."""
-    if _hashing._C is None:
-        return False
-    try:
-        from confluent_kafka import KafkaError, Message
-
-        error = KafkaError(KafkaError._PARTITION_EOF)
-        samples = [
-            Message(topic="kafka-ordered-layout-check", partition=7, offset=123456789012, key=b"k", value=b"v"),
-            Message(topic="t", partition=2**31 - 2, offset=42, key=None, value=b"x",
-                    headers=[("h", b"1")], error=error),
-        ]
-        for m in samples:
-            topic, value, key, headers, c_headers, err, partition, offset = _hashing._C.message_fields(m)
-            if (topic is not m.topic() or value is not m.value() or key is not m.key()
-                    or headers != m.headers() or c_headers or err is not m.error()
-                    or partition != m.partition() or offset != m.offset()):
-                return False
-    except Exception:  # another client version, or no such constructor: the methods it is
-        return False
-    return True
-
-
-def use_message_layout(enabled: bool) -> bool:
-    """Let the C calm check read ``confluent_kafka.Message`` fields in place
-    (``enabled``, when :func:`message_layout_matches`) or call the methods;
-    returns whether it reads them in place now. Done once at import; tests
-    switch it to check both ways."""
-    if _hashing._C is None:
-        return False
-    on = enabled and message_layout_matches()
-    if on:
-        from confluent_kafka import Message
-
-        _hashing._C.use_message_layout(Message)
-    else:
-        _hashing._C.use_message_layout(None)
-    return on
-
-
-#: Whether the calm check reads ``confluent_kafka.Message`` fields in place.
-MESSAGE_LAYOUT = use_message_layout(True)
 
 
 def fast_fetch_py(fetch: Callable[..., Any], slow: Callable[..., Any], after: Callable[[Any], Any],

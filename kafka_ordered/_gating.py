@@ -222,6 +222,12 @@ class GatingCore:
         for tp, off in starts.items():
             self.parts.start(tp, off, commit=True)
             self.keeper.forget_announcements(tp, off)
+        if self.opts.gating:
+            # One catch-up for the whole assignment, after every position was
+            # fixed (docs/protocol.md, "one catch-up per assignment"), instead
+            # of one at the first fetch of each partition.
+            self.follower.sync()
+            self.freshness.cover([tp for tp in tps if committed.get(tp, -1) >= 0 or tp in starts])
         self._load(new)
         self.refresh_gates(force=True)
         return starts

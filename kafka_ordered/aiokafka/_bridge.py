@@ -11,8 +11,9 @@ import asyncio
 import concurrent.futures
 import functools
 import threading
-from typing import Any, Awaitable, Callable, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 
+from .. import _log
 from ..errors import KafkaOrderedError
 
 __all__ = ["LoopBridge"]
@@ -94,6 +95,23 @@ class LoopBridge:
     def close(self) -> None:
         """Stop the worker once its current call returns."""
         self._executor.shutdown(wait=False)
+
+    async def acquire(self, conn: Mapping[str, Any], opts: Mapping[str, Any]) -> _log.Shared:
+        """The process's layout-log resources for ``conn`` and the ``ordered.*``
+        options ``opts``, caught up with the log (on the worker); raises what
+        :func:`kafka_ordered._log.acquire` raises."""
+        return await self.run(_log.acquire, conn, opts["ordered.layout.topic"],
+                              corrupt_policy=opts["ordered.layout.corrupt.policy"],
+                              timeout=opts["ordered.metadata.timeout.ms"] / 1000.0)
+
+    async def release(self, core: Any, shared: Optional[_log.Shared]) -> None:
+        """Close ``core`` (a protocol core, or ``None``), release ``shared``,
+        then stop the worker."""
+        if core is not None:
+            core.close()
+        if shared is not None:
+            await self.run(shared.release)
+        self.close()
 
 
 async def _awaited(coro: Callable[..., Awaitable[T]], args: Any) -> T:

@@ -222,9 +222,7 @@ class OrderedAIOKafkaConsumer:
         thread), then ``AIOKafkaConsumer.start``. Raises what either raises;
         nothing started is left running then."""
         self._bridge.bind()
-        shared = await self._bridge.run(
-            _log.acquire, self._conn, self._opts["ordered.layout.topic"],
-            corrupt_policy=self._opts["ordered.layout.corrupt.policy"], timeout=self._options.timeout)
+        shared = await self._bridge.acquire(self._conn, self._opts)
         self._shared = shared
         core = GatingCore(self._port, shared.follower, shared.offsets, self._options)
         self._core_ = core
@@ -258,11 +256,7 @@ class OrderedAIOKafkaConsumer:
     async def _release(self) -> None:
         core, shared = self._core_, self._shared
         self._core_ = self._shared = None
-        if core is not None:
-            core.close()
-        if shared is not None:
-            await self._bridge.run(shared.release)
-        self._bridge.close()
+        await self._bridge.release(core, shared)
 
     async def __aenter__(self) -> "OrderedAIOKafkaConsumer":
         await self.start()

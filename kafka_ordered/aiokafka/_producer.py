@@ -193,10 +193,7 @@ class OrderedAIOKafkaProducer:
         thread), then ``AIOKafkaProducer.start``. Raises what either raises;
         nothing started is left running then."""
         self._bridge.bind()
-        shared = await self._bridge.run(
-            _log.acquire, self._conn, self._opts["ordered.layout.topic"],
-            corrupt_policy=self._opts["ordered.layout.corrupt.policy"],
-            timeout=self._opts["ordered.metadata.timeout.ms"] / 1000.0)
+        shared = await self._bridge.acquire(self._conn, self._opts)
         self._shared = shared
         self._core_ = RegisteringCore(self._port, shared, self._opts, routes=self._routes)
         try:
@@ -225,11 +222,7 @@ class OrderedAIOKafkaProducer:
     async def _release(self) -> None:
         core, shared = self._core_, self._shared
         self._core_ = self._shared = None
-        if core is not None:
-            core.close()
-        if shared is not None:
-            await self._bridge.run(shared.release)
-        self._bridge.close()
+        await self._bridge.release(core, shared)
 
     async def __aenter__(self) -> "OrderedAIOKafkaProducer":
         await self.start()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, TopicPartition
 
+from . import _message  # noqa: F401  (reads Message fields in place once checked)
 from .._fastpath import fast_fetch, method
 from .._gating import GatingCore, GatingOptions
 from .._ports import TP

@@ -261,6 +261,21 @@ def _producer_worker(a: argparse.Namespace) -> int:
     return 0
 
 
+def _write_delivered(out: Any, records: List[Tuple[bytes, bytes, int, int]]) -> int:
+    """One line per delivered record (``key, value, partition, offset, delivery
+    time (ns)``), poison records skipped as the application would; returns
+    how many were poison."""
+    at = time.time_ns()
+    poison = 0
+    for key, value, partition, offset in records:
+        if value == POISON_VALUE:
+            poison += 1
+            continue
+        out.write(f"{key.decode()}\t{value.decode()}\t{partition}\t{offset}\t{at}\n")
+    out.flush()
+    return poison
+
+
 def _consumer_worker(a: argparse.Namespace) -> int:
     """One group member; each delivered record becomes a line ``key, value,
     partition, offset, delivery time (ns)``. Unparsable (poison) records are
@@ -339,13 +354,7 @@ def _consumer_worker(a: argparse.Namespace) -> int:
             out.write(f"#gates\t{consumer.gate_status()!r}\t{consumer.assignment()!r}\n")
         records = batch()
         began = time.monotonic()
-        at = time.time_ns()
-        for key, value, partition, offset in records:
-            if value == POISON_VALUE:
-                poison += 1
-                continue
-            out.write(f"{key.decode()}\t{value.decode()}\t{partition}\t{offset}\t{at}\n")
-        out.flush()
+        poison += _write_delivered(out, records)
         if manual and records:
             commit()
         spare = len(records) * per_record - (time.monotonic() - began)
@@ -503,13 +512,7 @@ async def _aiokafka_consumer_worker(a: argparse.Namespace) -> int:
             out.write(f"#gates\t{consumer.gate_status()!r}\t{consumer.assignment()!r}\n")
         records = await batch()
         began = time.monotonic()
-        at = time.time_ns()
-        for key, value, partition, offset in records:
-            if value == POISON_VALUE:
-                poison += 1
-                continue
-            out.write(f"{key.decode()}\t{value.decode()}\t{partition}\t{offset}\t{at}\n")
-        out.flush()
+        poison += _write_delivered(out, records)
         if manual and records:
             await commit()
         spare = len(records) * per_record - (time.monotonic() - began)

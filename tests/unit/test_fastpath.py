@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Iterator, List, Tuple
 import pytest
 
 import kafka_ordered
+from kafka_ordered.confluent import _message
 
 from kafka_ordered import Layout, _fastpath, _hashing
 from kafka_ordered.confluent import OrderedProducer
@@ -434,9 +435,9 @@ MESSAGE_KINDS = ["fake", "real", "in place"]
 def messages(request: pytest.FixtureRequest, impl: str) -> Iterator[Callable[[Any], Any]]:
     """``messages(fetched)``: the fetch as the kind of records under test."""
     kind = request.param
-    if kind == "in place" and (impl != "c" or not _fastpath.message_layout_matches()):
+    if kind == "in place" and (impl != "c" or not _message.message_layout_matches()):
         pytest.skip("fields are read in place only by the C check, on a client whose layout matches")
-    _fastpath.use_message_layout(kind == "in place")
+    _message.use_message_layout(kind == "in place")
 
     def convert(fetched: Any) -> Any:
         if kind == "fake":
@@ -454,7 +455,7 @@ def messages(request: pytest.FixtureRequest, impl: str) -> Iterator[Callable[[An
         return [real(m) for m in fetched] if isinstance(fetched, list) else real(fetched)
 
     yield convert
-    _fastpath.use_message_layout(True)
+    _message.use_message_layout(True)
 
 
 def _fetch_path(impl: str, calm: Any, result: Any, calls: List[Any]) -> Callable[..., Any]:
@@ -738,8 +739,8 @@ def test_fields_read_in_place_are_what_the_methods_return() -> None:
     calls the methods, which the tests above also cover), and switching it
     off and on again is honoured."""
     if not kafka_ordered.speedups_enabled():
-        assert not _fastpath.message_layout_matches() and not _fastpath.use_message_layout(True)
+        assert not _message.message_layout_matches() and not _message.use_message_layout(True)
         return
-    assert _fastpath.message_layout_matches()
-    assert _fastpath.use_message_layout(False) is False
-    assert _fastpath.use_message_layout(True) is True
+    assert _message.message_layout_matches()
+    assert _message.use_message_layout(False) is False
+    assert _message.use_message_layout(True) is True
