@@ -13,7 +13,7 @@ were fetched.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Dict, FrozenSet, Iterable, List, Literal, Mapping, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, List, Literal, Mapping, Sequence, Tuple
 
 from ._ports import TP, LayoutView
 from .tokens import Run, catch_up
@@ -27,15 +27,11 @@ SkippableStep = Literal["jump", "gap", "stamp"]
 class CausalFreshness:
     """Expected fetch offsets and catch-ups of one group member."""
 
-    __slots__ = ("follower", "expected", "covered", "syncs", "catch_ups", "skip")
+    __slots__ = ("follower", "expected", "syncs", "catch_ups", "skip")
 
     def __init__(self, follower: LayoutView) -> None:
         self.follower = follower
         self.expected: Dict[TP, int] = {}
-        #: Partitions without an expected offset whose first fetch needs no
-        #: catch-up for their jump: the view was caught up to the log's end
-        #: after their positions were fixed (see :meth:`cover`).
-        self.covered: Set[TP] = set()
         #: Catch-ups to the log's end (first fetch after a jump) and past a stamp.
         self.syncs = 0
         self.catch_ups = 0
@@ -52,15 +48,14 @@ class CausalFreshness:
     def jumped(self, tp: TP) -> None:
         """``tp`` was assigned, sought or reset: the next fetch of it needs a catch-up to the end."""
         self.expected.pop(tp, None)
-        self.covered.discard(tp)
 
-    def cover(self, tps: Iterable[TP]) -> None:
-        """The view was just caught up to the log's end after the positions of
-        the jumped ``tps`` were fixed (explicit offsets, not ones the client
-        resolves later): their first fetches need no catch-up for the jump.
-        The gap and stamp steps still apply to them (see docs/protocol.md,
-        "one catch-up per assignment")."""
-        self.covered.update(tp for tp in tps if tp not in self.expected)
+    def cover(self, positions: Mapping[TP, int]) -> None:
+        """The view was just caught up to the log's end after these positions
+        were fixed (offsets, not ones the client resolves later): the first
+        fetch of each partition needs no catch-up when it starts there, and
+        one as after a gap when it does not (see docs/protocol.md, "one
+        catch-up per assignment")."""
+        self.expected.update(positions)
 
     def moved(self, tp: TP, offset: int) -> None:
         """The core sought ``tp`` back to ``offset``, to records it has already
@@ -70,7 +65,6 @@ class CausalFreshness:
 
     def forget(self, tp: TP) -> None:
         self.expected.pop(tp, None)
-        self.covered.discard(tp)
 
     def past(self, stamp: int) -> None:
         """Make the view include layout-log offset ``stamp`` (a stamp found
@@ -90,10 +84,6 @@ class CausalFreshness:
         if fatal is not None:
             raise fatal
         expected: Mapping[TP, int] = self.expected
-        if self.covered:
-            first = {r.tp: r.first for r in runs if r.tp in self.covered and r.tp not in expected}
-            if first:
-                expected = {**expected, **first}
         if self.skip:
             runs, expected = self._without_skipped(runs, expected)
         need = catch_up(self.follower.history.next_offset, runs, expected)
@@ -110,7 +100,6 @@ class CausalFreshness:
             raise
         for r in runs:
             self.expected[r.tp] = r.last + 1
-            self.covered.discard(r.tp)
 
     def _without_skipped(self, runs: Sequence[Run], given: Mapping[TP, int]) -> Tuple[Sequence[Run], Mapping[TP, int]]:
         """``runs`` and the expected offsets as :func:`catch_up` sees them

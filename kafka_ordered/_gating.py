@@ -222,12 +222,8 @@ class GatingCore:
         for tp, off in starts.items():
             self.parts.start(tp, off, commit=True)
             self.keeper.forget_announcements(tp, off)
-        if self.opts.gating:
-            # One catch-up for the whole assignment, after every position was
-            # fixed (docs/protocol.md, "one catch-up per assignment"), instead
-            # of one at the first fetch of each partition.
-            self.follower.sync()
-            self.freshness.cover([tp for tp in tps if committed.get(tp, -1) >= 0 or tp in starts])
+        self._cover({tp: committed[tp] if committed.get(tp, -1) >= 0 else starts[tp]
+                     for tp in tps if committed.get(tp, -1) >= 0 or tp in starts})
         self._load(new)
         self.refresh_gates(force=True)
         return starts
@@ -248,8 +244,18 @@ class GatingCore:
             self.keeper.forget_announcements(tp, off)
         self.parts.commits_unknown(new)
         if offsets:
+            self._cover(offsets)
             self._load(new)
             self.refresh_gates(force=True)
+
+    def _cover(self, positions: Mapping[TP, int]) -> None:
+        """One catch-up for a whole assignment, after every position in it was
+        fixed (docs/protocol.md, "one catch-up per assignment"), instead of
+        one at the first fetch of each partition. Explicit offsets count as
+        fixed: the application observed them before the call."""
+        if positions and self.opts.gating:
+            self.follower.sync()
+            self.freshness.cover(positions)
 
     def _load(self, tps: Sequence[TP]) -> None:
         """Track the gates that touch newly owned partitions, from registrations

@@ -138,17 +138,23 @@ def test_rewind_before_a_hold_releases_it_and_seeks_back() -> None:
     assert (TOPIC, 1) not in core.held() and port.position[(TOPIC, 1)] == 3
 
 
-def test_first_fetch_after_assignment_seek_or_gap_catches_up_to_the_end() -> None:
+def test_an_assignment_catches_up_once_and_a_seek_or_gap_at_the_next_fetch() -> None:
     from kafka_ordered.tokens import Run
 
     core, port = _core()
     view = core.follower
-    tp = (TOPIC, 0)
-    core.assigned_at({tp: 0})
-    core.ensure_fresh([Run(tp, 0, 9, 10)])  # first fetch after the assignment
-    assert view.calls == [("sync", None)]
+    tp, other = (TOPIC, 0), (TOPIC, 1)
+    core.revoked([other])
+    view.calls.clear()
+    core.assigned_at({tp: 0, other: 7})
+    assert view.calls == [("sync", None)]  # the assignment's one catch-up, after its positions were fixed
+    core.ensure_fresh([Run(tp, 0, 9, 10)])  # first fetch after the assignment: at its position, nothing
     core.ensure_fresh([Run(tp, 10, 19, 10)])  # the next one follows on: nothing
     assert view.calls == [("sync", None)]
+    core.ensure_fresh([Run(other, 9, 9, 1)])  # a first fetch past its position (a record gone): to the end
+    assert view.calls == [("sync", None)] * 2
+    view.calls.clear()
+    view.calls.append(("sync", None))
     core.ensure_fresh([Run(tp, 25, 29, 5)])  # a silent reset (or a gap): to the end again
     core.seeked(tp, 40)
     core.ensure_fresh([Run(tp, 40, 40, 1)])  # the first fetch after a seek
