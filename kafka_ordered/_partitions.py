@@ -15,7 +15,7 @@ a rebalance); it is dropped otherwise.
 
 from __future__ import annotations
 
-from typing import AbstractSet, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import AbstractSet, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from ._ports import TP
 
@@ -73,12 +73,12 @@ class Partitions:
 
     def __init__(self) -> None:
         self._states: Dict[TP, PartitionState] = {}
-        self._owned: set = set()
-        self._held: set = set()
-        self._init_commit: set = set()
-        self._commit_unknown: set = set()
-        self._user_paused: set = set()
-        self._foreign: set = set()
+        self._owned: Set[TP] = set()
+        self._held: Set[TP] = set()
+        self._init_commit: Set[TP] = set()
+        self._commit_unknown: Set[TP] = set()
+        self._user_paused: Set[TP] = set()
+        self._foreign: Set[TP] = set()
 
     # -- reading
 

@@ -345,6 +345,31 @@ class OrderedAIOKafkaProducer:
             if not await self._bridge.run(core.send_due_tombstones) and not core.buffered_count():
                 return
 
+    # -- transactions: refused at construction (no transactional_id), so each
+    # raises what a non-transactional AIOKafkaProducer raises
+
+    async def begin_transaction(self) -> None:
+        """``AIOKafkaProducer.begin_transaction``: raises ``IllegalOperation``
+        (this wrapper takes no ``transactional_id``); plain delegation."""
+        await self._producer.begin_transaction()
+
+    async def commit_transaction(self) -> None:
+        """``AIOKafkaProducer.commit_transaction``: raises as :meth:`begin_transaction`."""
+        await self._producer.commit_transaction()
+
+    async def abort_transaction(self) -> None:
+        """``AIOKafkaProducer.abort_transaction``: raises as :meth:`begin_transaction`."""
+        await self._producer.abort_transaction()
+
+    def transaction(self) -> Any:
+        """``AIOKafkaProducer.transaction``: its context raises as
+        :meth:`begin_transaction` when entered."""
+        return self._producer.transaction()
+
+    async def send_offsets_to_transaction(self, offsets: Any, group_id: str) -> None:
+        """``AIOKafkaProducer.send_offsets_to_transaction``: raises as :meth:`begin_transaction`."""
+        await self._producer.send_offsets_to_transaction(offsets, group_id)
+
     async def partitions_for(self, topic: str) -> Set[int]:
         """``AIOKafkaProducer.partitions_for``: physical partitions, including
         draining and spare ones; plain delegation."""

@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("aiokafka")
 
 from aiokafka import AIOKafkaConsumer  # noqa: E402
+from aiokafka.errors import IllegalOperation  # noqa: E402
 from aiokafka.structs import TopicPartition  # noqa: E402
 
 from kafka_ordered import ConfigError, OrderedConsumer, OrderedProducer, PartitionOverrideError  # noqa: E402
@@ -397,6 +398,8 @@ def test_the_aiokafka_producer_refuses_what_would_break_the_order(
             batch.append(key=b"k", value=b"v", timestamp=None)
             with pytest.raises(PartitionOverrideError):
                 await p.send_batch(batch, topic, partition=0)
+            with pytest.raises(IllegalOperation):  # no transactional_id: as a plain AIOKafkaProducer
+                await p.begin_transaction()
             md = await p.send_and_wait(topic, key=b"k", value=b"v")
             assert md.partition == layout_admin.layout(topic).partition_for(b"k")
 

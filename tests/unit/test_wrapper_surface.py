@@ -11,11 +11,13 @@ from __future__ import annotations
 import inspect
 from typing import Any, List, Type
 
+import aiokafka
 import confluent_kafka
 import kafka
 import pytest
 
 from kafka_ordered import OrderedConsumer, OrderedProducer
+from kafka_ordered.aiokafka import OrderedAIOKafkaConsumer, OrderedAIOKafkaProducer
 from kafka_ordered.kafka_python import OrderedKafkaConsumer, OrderedKafkaProducer
 
 PAIRS = [
@@ -23,6 +25,8 @@ PAIRS = [
     (confluent_kafka.Consumer, OrderedConsumer),
     (kafka.KafkaProducer, OrderedKafkaProducer),
     (kafka.KafkaConsumer, OrderedKafkaConsumer),
+    (aiokafka.AIOKafkaProducer, OrderedAIOKafkaProducer),
+    (aiokafka.AIOKafkaConsumer, OrderedAIOKafkaConsumer),
 ]
 
 
