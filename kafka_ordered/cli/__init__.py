@@ -425,39 +425,40 @@ def cmd_consume(args: argparse.Namespace) -> int:
     def handler(signum: int, frame: Any) -> None:
         stop["now"] = True
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    # Ctrl-C sets the flag too, rather than raising KeyboardInterrupt
+    # wherever the consumer is (a layout-log read, a lock held): the loop
+    # ends within one poll, and leaving the block commits and leaves.
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     count = 0
     idle_since = time.monotonic()
     try:
         with OrderedConsumer(conf) as consumer:
             consumer.subscribe([args.topic])
-            try:
-                while not stop["now"] and (args.max_messages is None or count < args.max_messages):
-                    msg = consumer.poll(0.2)
-                    if msg is None:
-                        if args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
-                            break
+            while not stop["now"] and (args.max_messages is None or count < args.max_messages):
+                msg = consumer.poll(0.2)
+                if msg is None:
+                    if args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
+                        break
+                    continue
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
                         continue
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            continue
-                        raise KafkaException(err)
-                    idle_since = time.monotonic()
-                    count += 1
-                    key, value = _text(msg.key()), _text(msg.value())
-                    if args.json:
-                        _render.out(json.dumps({"topic": msg.topic(), "partition": msg.partition(),
-                                                "offset": msg.offset(), "timestamp": msg.timestamp()[1],
-                                                "key": key, "value": value}, sort_keys=True))
-                    elif args.print_key:
-                        _render.out(f"{key if key is not None else 'null'}\t{value if value is not None else 'null'}")
-                    else:
-                        _render.out(value if value is not None else "null")
-            except KeyboardInterrupt:
-                pass  # Ctrl-C: leaving the block commits what was printed and leaves the group
+                    raise KafkaException(err)
+                idle_since = time.monotonic()
+                count += 1
+                key, value = _text(msg.key()), _text(msg.value())
+                if args.json:
+                    _render.out(json.dumps({"topic": msg.topic(), "partition": msg.partition(),
+                                            "offset": msg.offset(), "timestamp": msg.timestamp()[1],
+                                            "key": key, "value": value}, sort_keys=True))
+                elif args.print_key:
+                    _render.out(f"{key if key is not None else 'null'}\t{value if value is not None else 'null'}")
+                else:
+                    _render.out(value if value is not None else "null")
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, h in previous.items():
+            signal.signal(sig, h)
     _render.note(f"Processed a total of {count} messages")
     return EXIT_OK
 
