@@ -222,7 +222,11 @@ class OrderedAIOKafkaConsumer:
         thread), then ``AIOKafkaConsumer.start``. Raises what either raises;
         nothing started is left running then."""
         self._bridge.bind()
-        shared = await self._bridge.acquire(self._conn, self._opts)
+        try:
+            shared = await self._bridge.acquire(self._conn, self._opts)
+        except BaseException:
+            self._bridge.close()
+            raise
         self._shared = shared
         core = GatingCore(self._port, shared.follower, shared.offsets, self._options)
         self._core_ = core

@@ -193,7 +193,11 @@ class OrderedAIOKafkaProducer:
         thread), then ``AIOKafkaProducer.start``. Raises what either raises;
         nothing started is left running then."""
         self._bridge.bind()
-        shared = await self._bridge.acquire(self._conn, self._opts)
+        try:
+            shared = await self._bridge.acquire(self._conn, self._opts)
+        except BaseException:
+            self._bridge.close()
+            raise
         self._shared = shared
         self._core_ = RegisteringCore(self._port, shared, self._opts, routes=self._routes)
         try:
