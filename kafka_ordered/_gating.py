@@ -222,8 +222,10 @@ class GatingCore:
         for tp, off in starts.items():
             self.parts.start(tp, off, commit=True)
             self.keeper.forget_announcements(tp, off)
+        # The sync above came after the committed positions were fixed; only
+        # starts resolved since need another.
         self._cover({tp: committed[tp] if committed.get(tp, -1) >= 0 else starts[tp]
-                     for tp in tps if committed.get(tp, -1) >= 0 or tp in starts})
+                     for tp in tps if committed.get(tp, -1) >= 0 or tp in starts}, synced=not starts)
         self._load(new)
         self.refresh_gates(force=True)
         return starts
@@ -248,13 +250,15 @@ class GatingCore:
             self._load(new)
             self.refresh_gates(force=True)
 
-    def _cover(self, positions: Mapping[TP, int]) -> None:
+    def _cover(self, positions: Mapping[TP, int], synced: bool = False) -> None:
         """One catch-up for a whole assignment, after every position in it was
         fixed (docs/protocol.md, "one catch-up per assignment"), instead of
         one at the first fetch of each partition. Explicit offsets count as
-        fixed: the application observed them before the call."""
+        fixed: the application observed them before the call. ``synced``:
+        the view was already caught up after every position was fixed."""
         if positions and self.opts.gating:
-            self.follower.sync()
+            if not synced:
+                self.follower.sync()
             self.freshness.cover(positions)
 
     def _load(self, tps: Sequence[TP]) -> None:
@@ -753,9 +757,7 @@ class GatingCore:
             # or its position would skip the held records.
             held_at = self.parts[tp].held
             assert held_at is not None
-            self.port.pause([tp])
-            self.port.seek(tp, held_at)
-            self.freshness.moved(tp, held_at)
+            self.hold(tp, held_at)
             return 0
         limit = self.keeper.limit(tp)
         n = count if limit is None else bisect.bisect_left(range(count), limit, key=offset_at)
