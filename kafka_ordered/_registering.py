@@ -21,7 +21,7 @@ import random
 import threading
 import time
 import uuid
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Generator, List, Literal, Mapping, Optional, Tuple
 
 from ._fastpath import ProducerRoute, close_route
 from ._ports import LogResources, ProducerPort, Stamp
@@ -29,7 +29,7 @@ from .errors import RegistrationError, SwitchTimeoutError
 from .history import Gate, LayoutHistory
 from .layout import Layout
 from .metrics import ProducerMetrics
-from .registration import Flush, GateSpec, ReadEnds, SwitchPlan, own_gates, plan_gates, switch_steps
+from .registration import Flush, GateSpec, ReadEnds, SwitchPlan, SwitchStep, own_gates, plan_gates, switch_steps
 from .tokens import HEADER as STAMP_HEADER, StampBook, encode, partitions_to_stamp
 from .tombstones import HEADER as MOVED_HEADER, MoveTombstones
 
@@ -139,6 +139,10 @@ class RegisteringCore:
         #: Move tombstones whose key's new record is acknowledged, to send
         #: (appended by acknowledgements on client threads; deque ops are atomic).
         self.tombstones_due: Deque[Tuple[str, bytes, List[int], MoveTombstones]] = collections.deque()
+        #: The order of a registration's offset reads: the one the design
+        #: prescribes. ``"starts"`` exists only so that the simulation can show
+        #: the deadlock the other order causes (a test-only knob).
+        self.reads_first: Literal["waits", "starts"] = "waits"
         self.follower.add_listener(self.refresh_states)
 
     @property
@@ -249,7 +253,8 @@ class RegisteringCore:
         began = time.monotonic()
         deadline = began + self.switch_timeout
         try:
-            target, record = self._register(topic, st, began, deadline)
+            plan, phases = self._register(topic, st, began, deadline)
+            pause_s = time.monotonic() - began
             compacted = self.tombstones and self.shared.compacted(topic, self._remaining(deadline))
         except BaseException as e:
             with self.lock:
@@ -265,32 +270,50 @@ class RegisteringCore:
                     f"{len(st.buffer)} record(s) stay buffered and are retried by the next send or flush."
                 ) from e
             raise
-        self.registrations.append(record)
-        with self.lock:
-            self._track_moves(topic, target, compacted)
-            self._add_stamps(topic, st, record, first_switch=st.layout is None)
-            with self._stamp_lock:
-                self._publish_stamps(topic, st)
-            st.layout, st.route.fn, st.partitions = target, target._fn, target.partitions
-            try:
-                refused = self._drain(topic, st, own)
-            finally:
-                st.busy = False
-                st.route.ready = not self._needs_switch(topic, st)
-                self._idle.notify_all()
+        refused = self.switched(topic, st, plan, compacted, own, pause_s, phases)
         if refused is not None:
             raise refused
 
+    def registration_steps(self, topic: str, st: TopicState, now_ms: int) -> Generator[SwitchStep, Any, SwitchPlan]:
+        """The I/O of one registration for the topic's current layout, as
+        requests for the caller to perform (the steps of
+        :func:`registration.switch_steps`; a :class:`Flush` is asked for
+        again while the acknowledgements it served made move tombstones due,
+        which this sends). Returns the plan; the caller then completes the
+        switch with :meth:`switched`. ``now_ms`` is the wall clock the
+        transition window is measured against."""
+        own = self.own_gates.setdefault(topic, [])
+        steps = switch_steps(self.follower.history, topic, self.producer_id, self.stable_id, st.layout,
+                             now_ms, self.window_ms, own, reads_first=self.reads_first)
+        answer: Any = None
+        while True:
+            try:
+                step = steps.send(answer)
+            except StopIteration as done:
+                plan: SwitchPlan = done.value
+                break
+            answer = yield step
+            if isinstance(step, Flush):
+                # A move tombstone must never land in a partition after its key moved back there.
+                while self.send_due_tombstones():
+                    yield step
+        own.extend(plan_gates(plan, topic, self.producer_id))
+        if plan.spec:
+            log.info("producer %s registered for %s epoch %d (from %d) at layout-log offset %s with gates on %s",
+                     self.producer_id, topic, plan.target.epoch, plan.from_epoch, plan.offset, sorted(plan.spec))
+        return plan
+
     def _register(self, topic: str, st: TopicState, began: float,
-                  deadline: float) -> Tuple[Layout, RegistrationRecord]:
-        """Perform the steps :func:`registration.switch_steps` asks for."""
+                  deadline: float) -> Tuple[SwitchPlan, Dict[str, float]]:
+        """Perform the requests of :meth:`registration_steps`; returns the
+        plan and the time each phase took."""
         phases: Dict[str, float] = {}
         mark = began
 
         def phase(name: str) -> None:
             nonlocal mark
             now = time.monotonic()
-            phases[name] = now - mark
+            phases[name] = phases.get(name, 0.0) + now - mark
             mark = now
 
         target = self.follower.history.current(topic)
@@ -299,18 +322,16 @@ class RegisteringCore:
             # not be in the client's metadata yet, and the client refuses records to it.
             self.port.learn_partitions(topic, target.physical_partitions, self._remaining(deadline))
             phase("metadata")
-        own = self.own_gates.setdefault(topic, [])
-        steps = switch_steps(self.follower.history, topic, self.producer_id, self.stable_id, st.layout,
-                             int(time.time() * 1000), self.window_ms, own)
+        steps = self.registration_steps(topic, st, int(time.time() * 1000))
         answer: Any = None
         while True:
             try:
                 step = steps.send(answer)
             except StopIteration as done:
-                plan: SwitchPlan = done.value
-                break
+                return done.value, phases
             if isinstance(step, Flush):
-                self._flush_all(deadline)
+                while self.port.flush(min(1.0, self._remaining(deadline))) > 0:
+                    pass
                 answer = None
                 phase("flush")
             elif isinstance(step, ReadEnds):
@@ -321,12 +342,29 @@ class RegisteringCore:
             else:
                 answer = self.shared.writer.append(step.key, step.value)
                 phase("append")
-        own.extend(plan_gates(plan, topic, self.producer_id))
-        if plan.spec:
-            log.info("producer %s registered for %s epoch %d (from %d) at layout-log offset %s with gates on %s",
-                     self.producer_id, topic, plan.target.epoch, plan.from_epoch, plan.offset, sorted(plan.spec))
-        return plan.target, RegistrationRecord(topic, plan.from_epoch, plan.target.epoch, plan.spec, plan.offset,
-                                               time.monotonic() - began, phases)
+
+    def switched(self, topic: str, st: TopicState, plan: SwitchPlan, compacted: bool, own: Any = None,
+                 pause_s: float = 0.0, phases: Optional[Dict[str, float]] = None) -> Optional[BaseException]:
+        """Complete a switch whose registration ``plan`` is done: stamp what it
+        gates, follow its layout (with move tombstones on a ``compacted``
+        topic) and send the buffer under it. Returns the client's error for
+        ``own`` when it refused that record (see :meth:`switch`)."""
+        record = RegistrationRecord(topic, plan.from_epoch, plan.target.epoch, plan.spec, plan.offset,
+                                    pause_s, phases)
+        self.registrations.append(record)
+        target = plan.target
+        with self.lock:
+            self._track_moves(topic, target, compacted)
+            self._add_stamps(topic, st, record, first_switch=st.layout is None)
+            with self._stamp_lock:
+                self._publish_stamps(topic, st)
+            st.layout, st.route.fn, st.partitions = target, target._fn, target.partitions
+            try:
+                return self._drain(topic, st, own)
+            finally:
+                st.busy = False
+                st.route.ready = not self._needs_switch(topic, st)
+                self._idle.notify_all()
 
     # -- stamps
 
@@ -422,7 +460,7 @@ class RegisteringCore:
         layouts map some keys elsewhere, every keyed record takes the slow
         path, which sends the key's move tombstones once."""
         self.moves.pop(topic, None)
-        if not compacted:
+        if not (compacted and self.tombstones):
             return
         moves = MoveTombstones.after_switch(self.follower.history, topic, target)
         if moves is not None:
@@ -491,15 +529,6 @@ class RegisteringCore:
         if left <= 0:
             raise SwitchTimeoutError(f"layout switch took longer than {self.switch_timeout:.1f} s")
         return left
-
-    def _flush_all(self, deadline: float) -> None:
-        """Flush everything in flight, move tombstones its acknowledgements
-        made due included."""
-        while True:
-            while self.port.flush(min(1.0, self._remaining(deadline))) > 0:
-                pass
-            if not self.send_due_tombstones():
-                return
 
     def finish_switches(self, timeout: Optional[float]) -> None:
         """Complete pending switches of topics with buffered records (flush/close)."""

@@ -1,18 +1,19 @@
 """Broker-free simulation of producer registrations and consumer gates.
 
 Pure and deterministic (one seeded :class:`random.Random`), no I/O: importable
-by tests and by a CLI. It exercises the shipped code, not copies of it:
-layouts and ``transition_sources`` (:mod:`kafka_ordered.layout`), the
-layout-log record codecs and :class:`~kafka_ordered.history.LayoutHistory`
-(every participant follows its own view of one in-memory layout log), the
-producers' switch steps (:func:`~kafka_ordered.registration.switch_steps`),
-stamps (:class:`~kafka_ordered.tokens.StampBook`) and move tombstones, and
-on the consumer side the whole gating core
-(:class:`~kafka_ordered._gating.GatingCore`) through fake ports. What is
-modelled instead of run is the I/O: partition logs, in-flight records,
-offsets, the group coordinator, and the producers' driver of those rules
-(the registering core's flush, reads and append are steps here, so that
-other actors interleave between them).
+by tests and by a CLI. It runs the shipped code, not copies of it: every
+producer is the registering core
+(:class:`~kafka_ordered._registering.RegisteringCore`: layout following,
+buffering, the switch steps of :func:`~kafka_ordered.registration.switch_steps`,
+stamps and move tombstones) and every group member the gating core
+(:class:`~kafka_ordered._gating.GatingCore`), each over fake ports, with its
+own view of one in-memory layout log
+(:class:`~kafka_ordered.history.LayoutHistory`, the shipped record codecs).
+What is modelled instead of run is the I/O: partition logs, in-flight
+records, offsets and the group coordinator. The producer core's
+registration is performed one request at a time
+(:meth:`~kafka_ordered._registering.RegisteringCore.registration_steps`),
+so that other actors interleave between its flush, reads and append.
 
 The model
 ---------
@@ -21,25 +22,27 @@ The model
 * **Admin**: applies a scripted sequence of partition counts (expand when
   larger, shrink when smaller), e.g. ``4 -> 5 -> 6 -> 8 -> 6 -> 8``, at random
   times spread over the producing period.
-* **Producers** (some with a stable id, the others anonymous), each a state
-  machine whose steps interleave at random with everyone else's:
+* **Producers** (some with a stable id, the others anonymous), each a
+  registering core whose steps interleave at random with everyone else's:
 
-  - *send* a keyed record (the application's per-key sequence number is given
-    when the record is enqueued, so the buffer keeps application order); it is
-    buffered while a switch runs, and starts a switch when the producer's view
-    of the layout log shows a layout it has not registered for;
+  - *send* a keyed record through the core (the application's per-key
+    sequence number is given at the send, so the oracle sees any reordering
+    of the core's buffer); the core buffers it while a switch runs, and
+    starts a switch when its view of the layout log shows a layout it has
+    not registered for;
   - *ack* the head of one partition's in-flight queue (appends it to the
     partition log: records can sit in flight for a long time; per partition
-    in order, like an idempotent producer);
+    in order, like an idempotent producer), then send the move tombstones
+    that made due, as the adapters' ``poll`` does;
   - *observe*: its layout-log follower applies a random prefix of the unread
     records (so a producer may register for an intermediate epoch);
-  - *registration steps*, exactly like ``OrderedProducer._switch`` (§3):
+  - *registration steps*, the core's own requests (§3):
     ``flush`` (enabled once nothing is in flight), then one step per offset
     read — every ``wait`` (sources) first, then every ``start`` (targets); each
     read is its own step, so other producers' appends interleave between them
     — then ``append`` the registration to the layout log and switch (the buffer
     is sent under the new layout). ``reverse_reads=True`` reads the starts
-    first. Without sources there is no flush and no read; a stable id still
+    first (through the core's test-only knob ``RegisteringCore.reads_first``). Without sources there is no flush and no read; a stable id still
     appends a gate-less registration when its last one is for another epoch;
   - *restart* (crash): per partition a random prefix of the in-flight records
     is acknowledged, the rest (and the buffer) is lost — unacknowledged records
@@ -54,7 +57,8 @@ The model
   :class:`~kafka_ordered.tokens.StampBook` and
   :func:`~kafka_ordered.tokens.partitions_to_stamp` decide (stamps
   accumulate over registrations; a restarting stable id stamps what its
-  earlier registrations gated). ``stamps=False`` sends nothing stamped.
+  earlier registrations gated). ``stamps=False``: the fake client drops
+  the stamps (the control).
 * **Consumers**: one group of ``members``; every physical partition is owned
   by one member. Each member runs the shipped
   :class:`~kafka_ordered._gating.GatingCore` (gates, holds, the causal-token
@@ -124,25 +128,15 @@ from .._fastpath import replace_headers
 from .._freshness import SkippableStep
 from .._gating import GatingCore, GatingOptions
 from .._grouped import take
-from .._ports import TP
-from ..history import Gate, LayoutHistory, encode_layout
+from .._ports import TP, LayoutView, OffsetsPort, Stamp
+from .._registering import RegisteringCore, TopicState
+from ..history import LayoutHistory, encode_layout
 from ..layout import Layout
 from ..metrics import LayoutViewMetrics
-from ..registration import (
-    Append,
-    Flush,
-    ReadEnds,
-    SwitchPlan,
-    SwitchStep,
-    initial_from_epoch,
-    own_gates,
-    plan_gates,
-    switch_steps,
-)
+from ..registration import Append, Flush, ReadEnds, SwitchPlan, SwitchStep, initial_from_epoch
 from ..tokens import HEADER as STAMP_HEADER
-from ..tokens import StampBook, encode, partitions_to_stamp
+from ..tokens import decode, encode, stamp_of
 from ..tombstones import HEADER as MOVED_HEADER
-from ..tombstones import MoveTombstones
 
 __all__ = ["SimulationResult", "Simulation", "run", "find_seed", "crossing_scenario", "TOPIC"]
 
@@ -211,46 +205,29 @@ class _Record:
         return self.chain_index < 0
 
 
-#: An in-flight record: key, lineage, seq (-1: a move tombstone), stamp, and
-#: the partitions whose move tombstones its acknowledgement makes due.
-_Inflight = Tuple[bytes, str, int, Optional[int], Tuple[int, ...]]
+class _Inflight(NamedTuple):
+    """A record the producer's fake client holds until it is acknowledged."""
 
-
-class _View:
-    """One participant's follower of the layout log."""
-
-    __slots__ = ("history", "applied")
-
-    def __init__(self) -> None:
-        self.history = LayoutHistory(corrupt_policy="refuse")
-        self.applied = 0
-
-    def catch_up(self, log: Sequence[Tuple[bytes, bytes, int]], upto: Optional[int] = None) -> bool:
-        end = len(log) if upto is None else min(upto, len(log))
-        moved = end > self.applied
-        while self.applied < end:
-            key, value, ts = log[self.applied]
-            self.history.apply(self.applied, key, value, ts)
-            self.applied += 1
-        return moved
-
-    @property
-    def current(self) -> Layout:
-        cur = self.history.current(TOPIC)
-        assert cur is not None
-        return cur
+    key: bytes
+    lineage: str
+    seq: int  # -1: a move tombstone
+    stamp: Optional[int]  # the kafka-ordered.reg offset it carries
+    acked: Optional[Callable[[], None]]  # its stamp's acknowledgement, to call
+    done: Optional[Callable[[bool], None]]  # the core's on_done: its key's move tombstones become due
 
 
 class _Registration:
-    """A producer's switch in progress: the shipped :func:`switch_steps`
-    generator, its pending step, and the offsets read so far of a ``ReadEnds``
-    step (the simulation reads one partition per step, so that other actors
+    """A producer's switch in progress: the shipped core's
+    :meth:`~kafka_ordered._registering.RegisteringCore.registration_steps`,
+    its pending step, and the offsets read so far of a ``ReadEnds`` step
+    (the simulation reads one partition per step, so that other actors
     interleave between the reads of one request)."""
 
-    __slots__ = ("steps", "step", "pending", "got", "gated")
+    __slots__ = ("steps", "state", "step", "pending", "got", "gated")
 
-    def __init__(self, steps: Any, first: SwitchStep) -> None:
+    def __init__(self, steps: Any, state: TopicState, first: SwitchStep) -> None:
         self.steps = steps
+        self.state = state
         self.step: SwitchStep = first
         self.pending: List[int] = list(first.partitions) if isinstance(first, ReadEnds) else []
         self.got: Dict[int, int] = {}
@@ -261,27 +238,126 @@ class _Registration:
         return {Flush: "flush", ReadEnds: "reads", Append: "append"}[type(self.step)]
 
 
+class _SimProducerClient:
+    """:class:`~kafka_ordered._ports.ProducerPort`: a producer process's fake
+    client. Records wait in flight, per partition in order, until the
+    simulation acknowledges them. ``stamps=False`` writes no stamp (the
+    control); ``ack_at_send`` reports a record delivered as soon as it is
+    sent, so that the move tombstones it makes due go out right after it
+    (the control of ``tombstones_after_ack=False``)."""
+
+    def __init__(self, producer: "_Producer", stamps: bool, ack_at_send: bool) -> None:
+        self._pr = producer
+        self._stamps = stamps
+        self._ack_at_send = ack_at_send
+
+    def send(self, topic: str, partition: Optional[int], item: Any, stamp: Optional[Stamp] = None,
+             on_done: Optional[Callable[[bool], None]] = None) -> None:
+        assert partition is not None, "the simulation sends keyed records only"
+        key, lineage, seq = item
+        offset: Optional[int] = None
+        acked: Optional[Callable[[], None]] = None
+        if stamp is not None and self._stamps:
+            token = decode(stamp.value)
+            assert token is not None and token[0] == LOG_ID
+            offset, acked = token[1], stamp.acked
+        pr = self._pr
+        pr.inflight.setdefault(partition, deque()).append(
+            _Inflight(key, lineage, seq, offset, acked, None if self._ack_at_send else on_done))
+        layout = pr.state.layout
+        assert layout is not None
+        pr.written_epoch = layout.epoch
+        if on_done is not None and self._ack_at_send:
+            on_done(True)
+            pr.core.send_due_tombstones()
+
+    def flush(self, timeout: float) -> int:
+        return sum(len(q) for q in self._pr.inflight.values())
+
+    def learn_partitions(self, topic: str, count: int, timeout: float) -> None:
+        pass  # the topic has all its physical partitions from the start
+
+    def failed(self, item: Any, error: BaseException) -> None:  # pragma: no cover - nothing is refused
+        raise AssertionError(f"the simulated client refused {item!r}: {error}")
+
+    def send_tombstone(self, topic: str, partition: int, key: bytes, headers: List[Tuple[str, bytes]]) -> None:
+        offset = stamp_of(headers, LOG_ID)
+        self._pr.inflight.setdefault(partition, deque()).append(
+            _Inflight(key, self._pr.lineage, -1, offset, None, None))
+
+
+class _SimLogResources:
+    """:class:`~kafka_ordered._ports.LogResources` of one producer process:
+    its follower, the partition logs' offsets and the simulated layout log."""
+
+    def __init__(self, follower: LayoutView, offsets: OffsetsPort, append: Callable[[bytes, bytes], int],
+                 compacted: bool) -> None:
+        self._follower = follower
+        self._offsets = offsets
+        self._append = append
+        self._compacted = compacted
+
+    @property
+    def follower(self) -> LayoutView:
+        return self._follower
+
+    @property
+    def offsets(self) -> OffsetsPort:
+        return self._offsets
+
+    @property
+    def writer(self) -> "_SimLogResources":
+        return self
+
+    def append(self, key: bytes, value: bytes) -> int:
+        return self._append(key, value)
+
+    def compacted(self, topic: str, timeout: Optional[float] = None) -> bool:
+        return self._compacted
+
+
 class _Producer:
+    """One producer: the shipped :class:`~kafka_ordered._registering.RegisteringCore`
+    of its current process over a fake client, and its own follower of the
+    layout log; the simulation performs the core's registration steps one
+    at a time (:meth:`Simulation.reg_step`)."""
+
     def __init__(self, index: int, stable: bool, budget: int) -> None:
         self.index = index
         self.stable = stable
         self.incarnation = 0
-        self.pid = f"stable-{index}" if stable else f"anon-{index}.0"
         self.lineage = f"s{index}" if stable else f"a{index}.0"
-        self.view = _View()
-        self.layout: Optional[Layout] = None
         self.budget = budget
-        self.buffer: Deque[bytes] = deque()
         self.inflight: Dict[int, Deque[_Inflight]] = {}
         self.reg: Optional[_Registration] = None
-        self.own: List[Gate] = []  # gates this incarnation registered
-        self.book = StampBook()  # partitions this incarnation still stamps
         self.written_epoch: Optional[int] = None  # newest epoch the lineage wrote under
-        self.moves: Optional[MoveTombstones] = None  # on a compacted topic, tombstones still due
+        self.fresh = True  # the process has not sent yet: its first send starts its first switch
+
+    def start(self, sim: "Simulation") -> None:
+        """Start a new process (a new core and follower, everything else forgotten)."""
+        self.view = _SimView(sim.log)
+        self.view.read()
+        opts = {"ordered.metadata.timeout.ms": 10_000, "ordered.switch.timeout.ms": 10_000,
+                "ordered.transition.window.ms": sim.window, "ordered.tombstones": sim.tombstones,
+                "ordered.producer.id": f"stable-{self.index}" if self.stable else None}
+        client = _SimProducerClient(self, sim.stamps, not sim.tombstones_after_ack)
+        shared = _SimLogResources(self.view, sim._offsets, sim._append_log, sim.compacted)
+        self.core = RegisteringCore(client, shared, opts, producer_id=f"anon-{self.index}.{self.incarnation}")
+        self.core.reads_first = "starts" if sim.reverse_reads else "waits"
+        self.core.run_switch = lambda topic, st, own: sim._begin_switch(self, st)
+        self.reg = None
+        self.fresh = True
+
+    @property
+    def state(self) -> TopicState:
+        st = self.core.state(TOPIC)
+        assert st is not None
+        return st
 
     @property
     def done(self) -> bool:
-        return self.budget == 0 and not self.buffer and self.reg is None and not any(self.inflight.values())
+        return (self.budget == 0 and self.reg is None and not self.state.buffer
+                and not self.core.tombstones_due and not any(self.inflight.values()))
 
 
 class _Partition(NamedTuple):
@@ -305,12 +381,13 @@ class _Fetched(NamedTuple):
 
 class _SimView:
     """:class:`~kafka_ordered._ports.LayoutView` over the simulated layout
-    log: one member's follower, which reads only when told to (a late
-    follower) or when the core asks (the catch-ups)."""
+    log: one participant's follower, which reads only when told to (a late
+    follower) or when its core asks (the catch-ups)."""
 
     def __init__(self, log: List[Tuple[bytes, bytes, int]]) -> None:
         self._log = log
-        self._view = _View()
+        self._history = LayoutHistory(corrupt_policy="refuse")
+        self._applied = 0
         self._listeners: List[Callable[[], None]] = []
         self.synced = 0  # catch-ups to the end that moved the view
         self.caught_up = 0  # catch-ups past a stamp that moved the view
@@ -323,20 +400,25 @@ class _SimView:
 
     @property
     def history(self) -> LayoutHistory:
-        return self._view.history
+        return self._history
 
     @property
     def applied(self) -> int:
         """How many layout-log records the view applied."""
-        return self._view.applied
+        return self._applied
 
     def read(self, upto: Optional[int] = None) -> bool:
         """Apply the log up to ``upto`` (default: all); whether the view moved."""
-        moved = self._view.catch_up(self._log, upto)
-        if moved:
-            for listener in list(self._listeners):
-                listener()
-        return moved
+        end = len(self._log) if upto is None else min(upto, len(self._log))
+        if end <= self._applied:
+            return False
+        while self._applied < end:
+            key, value, ts = self._log[self._applied]
+            self._history.apply(self._applied, key, value, ts)
+            self._applied += 1
+        for listener in list(self._listeners):
+            listener()
+        return True
 
     def sync(self, timeout: Optional[float] = None) -> LayoutHistory:
         self.synced += self.read()
@@ -488,11 +570,11 @@ class Simulation:
 
     ``compacted=True`` makes the topic a compacted changelog: each key has
     one writer (key ``i`` belongs to producer ``i % producers``), producers
-    send move tombstones as the shipped
-    :class:`~kafka_ordered.tombstones.MoveTombstones` decides (``tombstones``;
-    ``tombstone_capacity`` keys remembered) once the key's new record is
-    acknowledged (``tombstones_after_ack=False``: right after sending it, so
-    a crash can acknowledge the tombstone and lose the record), the broker's cleaner compacts
+    send move tombstones as the shipped core decides (``tombstones``) once
+    the key's new record is acknowledged (``tombstones_after_ack=False``: the
+    fake client reports it delivered at the send, so the tombstone goes out
+    right after it and a crash can acknowledge the tombstone and lose the
+    record), the broker's cleaner compacts
     random cleanable prefixes while everything runs, members consume move
     tombstones without delivering them (``hide_tombstones``; ``False``
     applies them as deletes, as a plain consumer would) and read the layout
@@ -530,7 +612,6 @@ class Simulation:
         max_steps: int = 200_000,
         compacted: bool = False,
         tombstones: bool = True,
-        tombstone_capacity: int = 100_000,
         tombstones_after_ack: bool = True,
         hide_tombstones: bool = True,
         catch_up_on_gap: bool = True,
@@ -550,7 +631,6 @@ class Simulation:
         self.max_steps = max_steps
         self.compacted = compacted
         self.tombstones = tombstones
-        self.tombstone_capacity = tombstone_capacity
         self.tombstones_after_ack = tombstones_after_ack
         self.hide_tombstones = hide_tombstones
         self.catch_up_on_gap = catch_up_on_gap
@@ -577,13 +657,13 @@ class Simulation:
         self.sent = 0
 
         self.logs: List[List[_Record]] = [[] for _ in range(self.physical)]
+        self._offsets = _SimOffsets(self.logs)
         self.producers = [_Producer(i, i < stable_producers, records_per_producer) for i in range(producers)]
         for pr in self.producers:
-            pr.view.catch_up(self.log)
+            pr.start(self)
         self._seq: Dict[Tuple[str, bytes], int] = {}
 
         self.committed: Dict[int, int] = {}
-        self._offsets = _SimOffsets(self.logs)
         self._ticks = 0
         self._options = GatingOptions({"ordered.metadata.timeout.ms": 10_000, "ordered.gating": gating,
                                        "ordered.commit.interval.ms": 200},
@@ -668,7 +748,10 @@ class Simulation:
     # ------------------------------------------------------------------ producers
 
     def send(self, i: int, key: Optional[bytes] = None) -> None:
-        """Producer ``i`` sends one keyed record (``key`` random when omitted)."""
+        """Producer ``i`` sends one keyed record (``key`` random when omitted)
+        through its core, which sends it, buffers it behind a running switch
+        or starts a switch (:meth:`_begin_switch`). The record's sequence
+        number is given here, in application order."""
         pr = self.producers[i]
         if key is None:
             # A changelog's key has one writer.
@@ -677,58 +760,39 @@ class Simulation:
         if pr.budget > 0:
             pr.budget -= 1
         self.sent += 1
-        if pr.reg is not None:
-            pr.buffer.append(key)
-            return
-        cur = pr.view.current
-        if pr.layout is None or cur.epoch != pr.layout.epoch:
-            pr.buffer.append(key)
-            self._begin_switch(pr)
-            return
-        self._enqueue(pr, key)
-
-    def _enqueue(self, pr: _Producer, key: bytes) -> None:
-        assert pr.layout is not None
-        p = self._partition_of[pr.layout.epoch - 1][key]
+        st = pr.state
+        if pr.fresh:
+            pr.fresh = False
+            self._check_lineage(pr)
         sk = (pr.lineage, key)
         seq = self._seq.get(sk, 0)
         self._seq[sk] = seq + 1
-        stamp = pr.book.stamp(TOPIC, p) if self.stamps else None
-        due = tuple(pr.moves.due(key, p)) if pr.moves is not None else ()
-        if self.tombstones_after_ack:
-            pr.inflight.setdefault(p, deque()).append((key, pr.lineage, seq, stamp, due))
-        else:
-            pr.inflight.setdefault(p, deque()).append((key, pr.lineage, seq, stamp, ()))
-            self._send_tombstones(pr, key, due)
-        pr.written_epoch = pr.layout.epoch
+        pr.core.route(TOPIC, st, key, (key, pr.lineage, seq))
 
-    def _send_tombstones(self, pr: _Producer, key: bytes, partitions: Sequence[int]) -> None:
-        assert pr.moves is not None or not partitions
-        for q in partitions:
-            pr.inflight.setdefault(q, deque()).append((key, pr.lineage, -1, pr.moves.stamp_offset, ()))  # type: ignore[union-attr]
+    def _check_lineage(self, pr: _Producer) -> None:
+        """Before a process's first send (which starts its first switch): the
+        oracle's bookkeeping needs the epoch it registers from, the shipped
+        rule with the step number as the clock. When the new incarnation's
+        gates do not cover the old one's writes there is no promise, so the
+        oracle starts a new lineage."""
+        from_epoch = initial_from_epoch(pr.view.history, TOPIC, pr.core.producer_id, pr.stable, self.step_no,
+                                        self.window)
+        if (not pr.stable and pr.incarnation > 0 and pr.written_epoch is not None
+                and from_epoch > pr.written_epoch):
+            self.lineage_breaks += 1
+            pr.lineage = f"a{pr.index}.{pr.incarnation}"
+            pr.written_epoch = None
 
-    def _begin_switch(self, pr: _Producer) -> None:
-        h = pr.view.history
-        if pr.layout is None:
-            # The oracle's bookkeeping needs the epoch the new incarnation
-            # registers from: the shipped rule, with the step number as the clock.
-            from_epoch = initial_from_epoch(h, TOPIC, pr.pid, pr.stable, self.step_no, self.window)
-            if (not pr.stable and pr.incarnation > 0 and pr.written_epoch is not None
-                    and from_epoch > pr.written_epoch):
-                # The new incarnation's gates do not cover the old one's writes:
-                # no promise, so the oracle starts a new lineage.
-                self.lineage_breaks += 1
-                pr.lineage = f"a{pr.index}.{pr.incarnation}"
-                pr.written_epoch = None
-        steps = switch_steps(h, TOPIC, pr.pid, pr.stable, pr.layout, self.step_no, self.window, pr.own,
-                             reads_first="starts" if self.reverse_reads else "waits")
+    def _begin_switch(self, pr: _Producer, st: TopicState) -> None:
+        """The core starts a switch (its ``run_switch``): its registration
+        steps are performed one by one by :meth:`reg_step`."""
+        steps = pr.core.registration_steps(TOPIC, st, self.step_no)
         try:
             first = next(steps)
         except StopIteration as done:  # nothing to flush, read or append
-            pr.reg = None
-            self._switched(pr, done.value)
+            self._switched(pr, st, done.value)
             return
-        pr.reg = _Registration(steps, first)
+        pr.reg = _Registration(steps, st, first)
         busy = sum(1 for x in self.producers if x.reg is not None and x.reg.gated)
         self.concurrent = max(self.concurrent, busy)
 
@@ -740,45 +804,35 @@ class Simulation:
             reg.step = reg.steps.send(answer)
         except StopIteration as done:
             pr.reg = None
-            self._switched(pr, done.value)
+            self._switched(pr, reg.state, done.value)
             return
         reg.pending = list(reg.step.partitions) if isinstance(reg.step, ReadEnds) else []
         reg.got = {}
 
-    def _switched(self, pr: _Producer, plan: SwitchPlan) -> None:
-        first = pr.layout is None
-        h = pr.view.history
-        own_gated: List[int] = []
-        own_newest: Optional[int] = None
-        if first and pr.stable:
-            own_gated = [g.partition for g in own_gates(h, TOPIC, pr.pid)]
-            last = h.last_registration(TOPIC, pr.pid)
-            own_newest = last.offset if last is not None else None
-        parts, offset = partitions_to_stamp(plan.spec, plan.offset, first, pr.stable, own_gated, own_newest)
-        if offset is not None:
-            pr.book.add(TOPIC, parts, offset)
-        pr.own.extend(plan_gates(plan, TOPIC, pr.pid))
+    def _switched(self, pr: _Producer, st: TopicState, plan: SwitchPlan) -> None:
         if plan.spec:
             self.registrations += 1
             self.gates += len(plan.spec)
-        pr.layout = plan.target
-        if self.compacted and self.tombstones:
-            pr.moves = MoveTombstones.after_switch(h, TOPIC, plan.target, self.tombstone_capacity)
-        while pr.buffer:
-            self._enqueue(pr, pr.buffer.popleft())
+        refused = pr.core.switched(TOPIC, st, plan, self.compacted)
+        assert refused is None
 
     def ack(self, i: int, partition: Optional[int] = None) -> bool:
-        """Acknowledge the head in-flight record of one partition (random when omitted)."""
+        """Acknowledge the head in-flight record of one partition (random when
+        omitted), then send the move tombstones that made due, as the
+        adapters' ``poll`` does after serving delivery reports."""
         pr = self.producers[i]
         ready = [p for p, q in sorted(pr.inflight.items()) if q]
         if not ready:
             return False
         p = partition if partition is not None else self.rng.choice(ready)
-        key, lineage, seq, stamp, due = pr.inflight[p].popleft()
-        self._write(p, key, lineage, seq, stamp)
-        if stamp is not None and seq >= 0:  # a tombstone's stamp only routes it
-            pr.book.acked(TOPIC, p, stamp)
-        self._send_tombstones(pr, key, due)
+        rec = pr.inflight[p].popleft()
+        self._write(p, rec.key, rec.lineage, rec.seq, rec.stamp)
+        if rec.acked is not None:
+            rec.acked()
+        if rec.done is not None:
+            rec.done(True)
+        if pr.core.tombstones_due:
+            pr.core.send_due_tombstones()
         return True
 
     def ack_all(self, i: int) -> None:
@@ -807,7 +861,7 @@ class Simulation:
             return False
         if upto is None:
             upto = self.rng.randint(pr.view.applied + 1, len(self.log))
-        return pr.view.catch_up(self.log, upto)
+        return pr.view.read(upto)
 
     def reg_enabled(self, i: int) -> bool:
         """Whether producer ``i`` has a registration that can take its next step
@@ -860,30 +914,24 @@ class Simulation:
             pass
 
     def restart_producer(self, i: int, acked: Optional[Dict[int, int]] = None) -> None:
-        """Crash producer ``i`` and start a new incarnation; of each partition's
+        """Crash producer ``i`` and start a new process; of each partition's
         in-flight records the first ``acked[p]`` (default: a random number)
-        were acknowledged as it died, the rest are lost."""
+        were acknowledged as it died, the rest are lost, and so is its
+        buffer."""
         pr = self.producers[i]
         for p, q in sorted(pr.inflight.items()):
             n = self.rng.randint(0, len(q)) if acked is None else min(len(q), acked.get(p, 0))
             for _ in range(n):
-                key, lineage, seq, stamp, due = q.popleft()
-                self._write(p, key, lineage, seq, stamp)
-                if due:  # acknowledged as the process died: its tombstones are never sent
-                    self.lost_tombstone_keys.add(key)
-            self.lost_tombstone_keys.update(key for key, _, seq, _, _ in q if seq < 0)
+                rec = q.popleft()
+                self._write(p, rec.key, rec.lineage, rec.seq, rec.stamp)
+                if rec.done is not None:  # acknowledged as the process died: its tombstones are never sent
+                    self.lost_tombstone_keys.add(rec.key)
+            self.lost_tombstone_keys.update(rec.key for rec in q if rec.seq < 0)
             q.clear()
-        pr.buffer.clear()
-        pr.moves = None
-        pr.reg = None
-        pr.layout = None
+        self.lost_tombstone_keys.update(key for _, key, _, _ in pr.core.tombstones_due)
+        pr.core.close()
         pr.incarnation += 1
-        if not pr.stable:
-            pr.pid = f"anon-{i}.{pr.incarnation}"
-        pr.view = _View()
-        pr.view.catch_up(self.log)
-        pr.own = []
-        pr.book = StampBook()
+        pr.start(self)
         self.producer_restarts += 1
 
     def _producer_step(self, pr: _Producer) -> None:

@@ -12,7 +12,10 @@ Findings kept as tests:
   violations, so it can fail;
 * the causal-token rule: skipping the consumer's catch-up on a stamp (step 2)
   lets a member with a late layout-log follower deliver a record behind a
-  gate it does not know; with the step, the same seeds are clean.
+  gate it does not know; with the step, the same seeds are clean;
+* the producers and members are the shipped cores: a defect planted in the
+  producer core (it stops stamping) is caught like the control that drops
+  stamps.
 """
 
 from __future__ import annotations
@@ -150,6 +153,25 @@ def test_skipping_the_catch_up_on_a_stamp_finds_violations(knobs: Dict[str, Any]
     with_step = [run(s, **knobs) for s in seeds]
     assert all(r.violations == 0 for r in with_step)
     assert sum(r.stamp_catch_ups for r in with_step) > 0
+
+
+def test_a_producer_core_that_stamps_nothing_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The producers are the shipped ``RegisteringCore``: when it stops
+    stamping (a defect planted in the shipped rule's home, or the fake
+    client dropping the header) the late members deliver behind gates they
+    do not know, on the same seeds."""
+    from kafka_ordered import _registering
+
+    seeds = range(40)
+    dropped = {r.seed for r in (run(s, stamps=False) for s in seeds) if r.violations}
+    assert len(dropped) >= 2, dropped
+    monkeypatch.setattr(_registering, "partitions_to_stamp", lambda *args: (frozenset(), None))
+    planted = [run(s) for s in seeds]
+    assert {r.seed for r in planted if r.violations} == dropped
+    assert all(r.stamped == 0 for r in planted)
+    monkeypatch.undo()
+    for s in sorted(dropped):
+        _check_ok(run(s))
 
 
 def test_a_stamp_makes_a_late_member_read_the_registration_before_delivering() -> None:
