@@ -43,7 +43,7 @@ from .listener import PartitionKeyRebalanceListener
 from .metrics import GATE_WAIT_BUCKETS, ConsumerMetrics, GateMetrics, WaitHistogram
 from .tokens import Run
 
-__all__ = ["GatingCore", "GatingOptions"]
+__all__ = ["GatingCore", "GatingOptions", "PollCycle"]
 
 log = logging.getLogger("kafka_ordered.consumer")
 
@@ -534,6 +534,11 @@ class GatingCore:
         sends through :meth:`begin_poll`."""
         self.calm.quiet = False
 
+    def poll_cycle(self, timeout: Optional[float]) -> "PollCycle":
+        """Begin one poll of up to ``timeout`` seconds (``None``: until
+        something is deliverable); see :class:`PollCycle`."""
+        return PollCycle(self, timeout)
+
     def poll_chunk(self, left: Optional[float]) -> Optional[float]:
         """How long one client fetch may wait inside a poll of ``left`` seconds
         (``None``: forever): short while gates are closed, so they are re-evaluated."""
@@ -858,3 +863,46 @@ class GatingCore:
         out = self.keeper.status({tp: self.processed(tp) for tp in self.keeper.sources()})
         return [replace(s, held_since=st.held_wall) if (st := self.parts.get((s.topic, s.partition))) is not None
                 and st.held is not None else s for s in out]
+
+
+class PollCycle:
+    """The cycle of one application poll, decided by the core and performed
+    by an adapter, whose only part is the I/O::
+
+        cycle = core.poll_cycle(timeout)
+        while True:
+            raw = client_fetch(cycle.wait())
+            out = decide(raw)              # e.g. kafka_ordered._grouped.take
+            if cycle.done(bool(out)):
+                return out
+
+    Creating it is the start of the poll (:meth:`GatingCore.begin_poll`:
+    what the application processed is announced, gates refreshed, commits
+    made when due); :meth:`done` ends it with :meth:`GatingCore.settle` once
+    something is deliverable or the time is up, else does the work between
+    two fetches (:meth:`GatingCore.maintain`).
+    """
+
+    __slots__ = ("_core", "_deadline")
+
+    def __init__(self, core: GatingCore, timeout: Optional[float]) -> None:
+        self._core = core
+        self._deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        core.begin_poll()
+
+    def wait(self, full: bool = False) -> Optional[float]:
+        """How long the next client fetch may wait (``None``: forever): what
+        is left of the poll, shorter while gates are closed so that they are
+        re-evaluated (:meth:`GatingCore.poll_chunk`); ``full``: what is left
+        (the client is busy rejoining its group)."""
+        left = None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+        return left if full else self._core.poll_chunk(left)
+
+    def done(self, delivered: bool) -> bool:
+        """After one fetch: whether the poll is over (``delivered``: the
+        fetch gave the application something)."""
+        if delivered or (self._deadline is not None and time.monotonic() >= self._deadline):
+            self._core.settle()
+            return True
+        self._core.maintain()
+        return False

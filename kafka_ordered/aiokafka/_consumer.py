@@ -440,23 +440,19 @@ class OrderedAIOKafkaConsumer:
                      firsts: Dict[TP, int]) -> Dict[TopicPartition, List[ConsumerRecord]]:
         core = self._core
         bridge = self._bridge
-        deadline = time.monotonic() + timeout_ms / 1000.0
-        await bridge.run(core.begin_poll)
+        cycle = await bridge.run(core.poll_cycle, timeout_ms / 1000.0)
         out: Dict[TopicPartition, List[ConsumerRecord]] = {}
         while True:
-            left = max(0.0, deadline - time.monotonic())
-            chunk = core.poll_chunk(left) if core.owned else left
-            raw = await self._consumer.getmany(*partitions, timeout_ms=int((chunk or 0.0) * 1000),
+            wait = cycle.wait()
+            raw = await self._consumer.getmany(*partitions, timeout_ms=int((wait or 0.0) * 1000),
                                                max_records=max_records)
             if raw:
                 for tp, recs in raw.items():
                     if recs:
                         firsts.setdefault((tp.topic, tp.partition), recs[0].offset)
                 out = await bridge.run(take, core, raw, out, _replace_headers)
-            if out or time.monotonic() >= deadline:
-                await bridge.run(core.settle)
+            if await bridge.run(cycle.done, bool(out)):
                 return out
-            await bridge.run(core.maintain)
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
         """``AIOKafkaConsumer.getone``: the next deliverable record (waits for one)."""

@@ -334,18 +334,13 @@ class OrderedConsumer:
         consume = method(consume, "_fast_consume")
 
     def _consume(self, num: int, timeout: Optional[float]) -> List[Message]:
-        core = self._core
-        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
-        core.begin_poll()
+        cycle = self._core.poll_cycle(None if timeout is None or timeout < 0 else timeout)
         while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            chunk = core.poll_chunk(left)
-            raw = self._raw_consume(num, -1 if chunk is None else chunk)
+            wait = cycle.wait()
+            raw = self._raw_consume(num, -1 if wait is None else wait)
             out = self._deliverable(raw) if raw else raw
-            if out or (deadline is not None and time.monotonic() >= deadline):
-                core.settle()
+            if cycle.done(bool(out)):
                 return out
-            core.maintain()
 
     def _deliverable(self, raw: List[Message]) -> List[Message]:
         """What may be delivered of one fetched batch: the batch itself when no

@@ -305,23 +305,19 @@ class OrderedKafkaConsumer:
             return self._take(raw, {})
         if max_records is None:
             max_records = self._consumer.config["max_poll_records"]
-        deadline = time.monotonic() + timeout_ms / 1000.0
-        core.begin_poll()
+        cycle = core.poll_cycle(timeout_ms / 1000.0)
         out: Dict[TopicPartition, List[Any]] = {}
         while True:
-            left = max(0.0, deadline - time.monotonic())
-            chunk = left if not core.owned or self._rebalancing() else core.poll_chunk(left)
-            raw = self._consumer.poll(timeout_ms=min(int((chunk or 0.0) * 1000), _MAX_TIMEOUT_MS),
+            wait = cycle.wait(full=self._rebalancing())
+            raw = self._consumer.poll(timeout_ms=min(int((wait or 0.0) * 1000), _MAX_TIMEOUT_MS),
                                       max_records=max_records, update_offsets=update_offsets)
             collect_finished_join(self._consumer)
             if raw:
                 out = self._take(raw, out)
-            if out or time.monotonic() >= deadline:
-                core.settle()
+            # (An empty cycle step also keeps the gaps between the client's
+            # polls short while it joins: see collect_finished_join.)
+            if cycle.done(bool(out)):
                 return out
-            # An empty maintain also keeps the gaps between the client's polls
-            # short while it joins (see collect_finished_join).
-            core.maintain()
 
     def _rebalancing(self) -> bool:
         co = self._port.coordinator

@@ -68,8 +68,8 @@ The model
   offsets, and its own follower of the layout log, which reads only when
   told to (a late follower: a random prefix of what it has not read, at
   random times) or when the core asks for a catch-up. A poll is the core's
-  own cycle (``begin_poll``, the fetch decided by
-  :func:`kafka_ordered._grouped.take`, ``settle``) over a fetch of a few
+  own cycle (``poll_cycle``, the fetch decided by
+  :func:`kafka_ordered._grouped.take`) over a fetch of a few
   records of one owned partition, stamped records carrying the
   ``kafka-ordered.reg`` header and move tombstones their header, as a
   broker returns them. The controls switch steps of the shipped rule off
@@ -1002,16 +1002,16 @@ class Simulation:
     def _consume(self, m: _Member, p: int, n: int, deliver: Callable[[_Record], None],
                  eff: Optional[List[int]]) -> int:
         """One poll of member ``m`` on partition ``p``: the shipped core's
-        cycle (``begin_poll``, the fetch decided by ``take``, ``settle``)
-        over a fetch of up to ``n`` records; what the core delivers goes to
+        cycle (:meth:`~kafka_ordered._gating.GatingCore.poll_cycle`, the fetch
+        decided by ``take``) over a fetch of up to ``n`` records; what the core delivers goes to
         ``deliver`` in order (with ``hide_tombstones=False`` also the move
         tombstones the core consumed, as a plain consumer applies them)."""
         core, client = m.core, m.client
-        core.begin_poll()
+        cycle = core.poll_cycle(0.0)  # one fetch per poll
         start = client.pos[p]
         if p in client.paused:
             self.gate_holds += 1
-            core.settle()
+            cycle.done(False)
             return 0
         log = self.logs[p]
         fetched: List[_Fetched] = []
@@ -1047,7 +1047,7 @@ class Simulation:
                     eff[p] = r.offset + 1
         if eff is not None:
             eff[p] = client.pos[p]
-        core.settle()
+        cycle.done(client.pos[p] > start)
         return client.pos[p] - start
 
     def commit(self, j: int) -> bool:
