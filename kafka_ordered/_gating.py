@@ -181,12 +181,14 @@ class GatingCore:
 
     def assigned(self, tps: Sequence[TP], committed: Mapping[TP, int],
                  forced: Optional[Mapping[TP, ResetPolicy]] = None) -> Dict[TP, int]:
-        """Record an assignment; returns explicit start offsets for managed
-        partitions without a committed offset (see :func:`gates.start_position`)
-        and for those in ``forced`` (the application asked for the log start
-        or end: the commit and the reset policy do not apply).
-        Those starts are committed at the next poll so that gates waiting on
-        them can open before any record arrives."""
+        """Record an assignment; returns where each partition of ``tps``
+        starts, for the client to seek to: its committed offset, else (a
+        managed partition, see :func:`gates.start_position`, or one in
+        ``forced``: the application asked for the log start or end, the
+        commit and the reset policy do not apply) the resolved offset.
+        Partitions with neither are left out (the client's own reset
+        applies). Resolved starts are committed at the next poll so that
+        gates waiting on them can open before any record arrives."""
         self.calm.quiet = False
         self._scope += 1
         self._dirty = True
@@ -224,11 +226,12 @@ class GatingCore:
             self.keeper.forget_announcements(tp, off)
         # The sync above came after the committed positions were fixed; only
         # starts resolved since need another.
-        self._cover({tp: committed[tp] if committed.get(tp, -1) >= 0 else starts[tp]
-                     for tp in tps if committed.get(tp, -1) >= 0 or tp in starts}, synced=not starts)
+        at = {tp: committed[tp] if committed.get(tp, -1) >= 0 else starts[tp]
+              for tp in tps if committed.get(tp, -1) >= 0 or tp in starts}
+        self._cover(at, synced=not starts)
         self._load(new)
         self.refresh_gates(force=True)
-        return starts
+        return at
 
     def assigned_at(self, offsets: Mapping[TP, int]) -> None:
         """Record partitions assigned at explicit offsets (nothing to resolve)."""

@@ -307,7 +307,7 @@ class OrderedAIOKafkaConsumer:
         keys = [(tp.topic, tp.partition) for tp in parts]
         starts = await self._bridge.run(self._core.assigned, keys, committed)
         for tp, key in zip(parts, keys):
-            off = committed.get(key, starts.get(key))
+            off = starts.get(key)
             if off is not None:
                 self._consumer.seek(tp, off)
         await self._bridge.run(self._core.unpause_assigned, keys)
@@ -380,10 +380,8 @@ class OrderedAIOKafkaConsumer:
         # fetcher never starts resolving a position of its own (which would
         # cost a retry backoff before the first fetch).
         self._consumer.assign(list(partitions))
-        for key in added:
-            off = committed.get(key, starts.get(key))
-            if off is not None:
-                self._consumer.seek(TopicPartition(*key), off)
+        for key, off in starts.items():
+            self._consumer.seek(TopicPartition(*key), off)
 
     def assignment(self) -> Set[TopicPartition]:
         """``AIOKafkaConsumer.assignment``: every assigned partition, including

@@ -209,11 +209,9 @@ class OrderedConsumer:
         starts = self._core.assigned(resolve + list(forced), committed, forced)
         self._core.assigned_at(explicit)
         for p in partitions:
-            tp = (p.topic, p.partition)
-            if tp in committed:
-                p.offset = committed[tp]
-            elif tp in starts:
-                p.offset = starts[tp]
+            off = starts.get((p.topic, p.partition))
+            if off is not None:
+                p.offset = off
 
     def _resume_assigned(self, partitions: List[TopicPartition]) -> None:
         self._core.unpause_assigned([(p.topic, p.partition) for p in partitions])

@@ -201,8 +201,7 @@ class OrderedKafkaConsumer:
         starts = await off_loop(self._consumer, self._core.assigned,
                                 [(tp.topic, tp.partition) for tp in parts], committed)
         for tp in parts:
-            key = (tp.topic, tp.partition)
-            off = committed.get(key, starts.get(key))
+            off = starts.get((tp.topic, tp.partition))
             if off is not None:
                 self._consumer.seek(tp, off)
         self._core.unpause_assigned([(tp.topic, tp.partition) for tp in parts])
@@ -269,10 +268,8 @@ class OrderedKafkaConsumer:
         committed = self._port.committed(added) if added else {}
         starts = self._core.assigned(added, committed)
         self._consumer.assign(list(partitions))
-        for key in added:
-            off = committed.get(key, starts.get(key))
-            if off is not None:
-                self._consumer.seek(TopicPartition(*key), off)
+        for key, off in starts.items():
+            self._consumer.seek(TopicPartition(*key), off)
 
     def assignment(self) -> Set[TopicPartition]:
         """``KafkaConsumer.assignment``: every assigned partition, including those

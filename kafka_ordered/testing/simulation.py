@@ -519,7 +519,7 @@ class _Member:
         committed = self.client.committed(tps)
         starts = self.core.assigned(tps, committed)
         for tp in tps:
-            self.client.pos[tp[1]] = committed.get(tp, starts.get(tp, 0))
+            self.client.pos[tp[1]] = starts.get(tp, 0)
         self.core.unpause_assigned(tps)
 
     def give(self, p: int) -> None:
