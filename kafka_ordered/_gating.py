@@ -189,6 +189,8 @@ class GatingCore:
         Partitions with neither are left out (the client's own reset
         applies). Resolved starts are committed at the next poll so that
         gates waiting on them can open before any record arrives."""
+        if not tps:
+            return {}
         self.calm.quiet = False
         self._scope += 1
         self._dirty = True
@@ -233,8 +235,10 @@ class GatingCore:
         self.refresh_gates(force=True)
         return at
 
-    def assigned_at(self, offsets: Mapping[TP, int]) -> None:
-        """Record partitions assigned at explicit offsets (nothing to resolve)."""
+    def assigned_at(self, offsets: Mapping[TP, int], synced: bool = False) -> None:
+        """Record partitions assigned at explicit offsets (nothing to resolve).
+        ``synced``: the layout view was caught up after the application gave
+        them (an :meth:`assigned` of the rest of the same assignment did)."""
         self.calm.quiet = False
         self._scope += 1
         self._dirty = True
@@ -249,7 +253,7 @@ class GatingCore:
             self.keeper.forget_announcements(tp, off)
         self.parts.commits_unknown(new)
         if offsets:
-            self._cover(offsets)
+            self._cover(offsets, synced)
             self._load(new)
             self.refresh_gates(force=True)
 

@@ -207,11 +207,30 @@ class OrderedConsumer:
         resolve = [(p.topic, p.partition) for p in partitions if p.offset < 0 and (p.topic, p.partition) not in forced]
         committed = self._core.port.committed(resolve) if resolve else {}
         starts = self._core.assigned(resolve + list(forced), committed, forced)
-        self._core.assigned_at(explicit)
+        self._core.assigned_at(explicit, synced=bool(resolve or forced))
         for p in partitions:
             off = starts.get((p.topic, p.partition))
             if off is not None:
                 p.offset = off
+
+    def _assign_started(self, partitions: List[TopicPartition], assign: Callable[[List[TopicPartition]], None],
+                        undo: Callable[[], None]) -> None:
+        """``assign`` (the client's ``assign`` or ``incremental_assign``) at
+        the start positions. When the application gave every offset there is
+        nothing to resolve first: the client starts fetching while the core
+        catches up on the layout log (nothing is delivered before that; if
+        that fails, ``undo`` takes the assignment back)."""
+        if partitions and all(p.offset >= 0 for p in partitions):
+            assign(partitions)
+            try:
+                self._start_positions(partitions)
+            except BaseException:
+                undo()  # never fetch what the core does not gate
+                raise
+        else:
+            self._start_positions(partitions)
+            assign(partitions)
+        self._resume_assigned(partitions)
 
     def _resume_assigned(self, partitions: List[TopicPartition]) -> None:
         self._core.unpause_assigned([(p.topic, p.partition) for p in partitions])
@@ -273,9 +292,7 @@ class OrderedConsumer:
                 raise TypeError("listener must be a PartitionKeyRebalanceListener")
             self._core.listener = listener
         self._core.revoked(list(self._core.owned))
-        self._start_positions(partitions)
-        self._consumer.assign(partitions)
-        self._resume_assigned(partitions)
+        self._assign_started(partitions, self._consumer.assign, self._consumer.unassign)
 
     def unassign(self) -> None:
         """``Consumer.unassign``."""
@@ -285,9 +302,8 @@ class OrderedConsumer:
     def incremental_assign(self, partitions: List[TopicPartition]) -> None:
         """``Consumer.incremental_assign``, through the gates: start positions
         are resolved as for a subscription and gates apply."""
-        self._start_positions(partitions)
-        self._consumer.incremental_assign(partitions)
-        self._resume_assigned(partitions)
+        self._assign_started(partitions, self._consumer.incremental_assign,
+                             lambda: self._consumer.incremental_unassign(partitions))
 
     def incremental_unassign(self, partitions: List[TopicPartition]) -> None:
         """``Consumer.incremental_unassign``; the partitions' gate state is dropped."""

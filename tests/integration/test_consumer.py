@@ -343,3 +343,25 @@ def test_with_offsets_stored_by_the_application_a_gate_waits_for_the_stored_sour
     committed = {p.partition: p.offset
                  for p in consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 2)], timeout=10)}
     assert committed == {0: 1, 2: got[b"B"].offset() + 1}
+
+
+def test_an_assignment_at_explicit_offsets_the_core_fails_to_record_is_taken_back(
+    admin: LayoutAdmin, make_consumer: Callable[..., OrderedConsumer], topic: str, unique: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At explicit offsets the client's assignment comes first (it fetches
+    while the core catches up on the layout log); when the core then fails,
+    the client must not keep fetching partitions no gate covers."""
+    admin.create_topic(topic, 2)
+    consumer = make_consumer(unique("group"))
+
+    def unreachable(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("layout log unreachable")
+
+    monkeypatch.setattr(consumer._core, "assigned_at", unreachable)
+    with pytest.raises(ConnectionError):
+        consumer.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
+    assert consumer.assignment() == []
+    with pytest.raises(ConnectionError):
+        consumer.incremental_assign([TopicPartition(topic, 0, 0)])
+    assert consumer.assignment() == []

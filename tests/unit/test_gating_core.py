@@ -164,6 +164,23 @@ def test_an_assignment_catches_up_once_and_a_seek_or_gap_at_the_next_fetch() -> 
     assert view.calls[3:] == [("past", view.history.next_offset)]
 
 
+def test_an_assignment_of_explicit_and_resolved_offsets_catches_up_once() -> None:
+    """The confluent adapter records an assignment in two calls (resolved
+    starts, then explicit offsets); the first call's catch-up came after the
+    application gave the explicit offsets, so the second makes none; an
+    empty call makes none either."""
+    core, port = _core()
+    view = core.follower
+    core.revoked([(TOPIC, 1)])
+    view.calls.clear()
+    assert core.assigned([], {}) == {}
+    assert view.calls == []
+    starts = core.assigned([(TOPIC, 0)], {(TOPIC, 0): 3})
+    core.assigned_at({(TOPIC, 1): 7}, synced=True)
+    assert starts == {(TOPIC, 0): 3}
+    assert view.calls == [("sync", None)]
+
+
 def test_a_hold_seeks_back_without_owing_a_catch_up_but_a_failed_one_stays_owed() -> None:
     from kafka_ordered.tokens import Run
 
