@@ -13,7 +13,7 @@ were fetched.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Dict, FrozenSet, List, Literal, Mapping, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Literal, Mapping, Optional, Sequence, Tuple
 
 from ._ports import TP, LayoutView
 from .tokens import Run, catch_up
@@ -27,11 +27,14 @@ SkippableStep = Literal["jump", "gap", "stamp"]
 class CausalFreshness:
     """Expected fetch offsets and catch-ups of one group member."""
 
-    __slots__ = ("follower", "expected", "syncs", "catch_ups", "skip")
+    __slots__ = ("follower", "expected", "sought", "syncs", "catch_ups", "skip")
 
     def __init__(self, follower: LayoutView) -> None:
         self.follower = follower
         self.expected: Dict[TP, int] = {}
+        #: Partitions sought to a known offset since the last catch-up to the
+        #: end: the next one covers them all (see :meth:`jumped`).
+        self.sought: Dict[TP, int] = {}
         #: Catch-ups to the log's end (first fetch after a jump) and past a stamp.
         self.syncs = 0
         self.catch_ups = 0
@@ -45,9 +48,17 @@ class CausalFreshness:
     def log_id(self) -> str:
         return self.follower.log_id
 
-    def jumped(self, tp: TP) -> None:
-        """``tp`` was assigned, sought or reset: the next fetch of it needs a catch-up to the end."""
+    def jumped(self, tp: TP, at: Optional[int] = None) -> None:
+        """``tp`` was assigned, sought or reset: the next fetch of it needs a
+        catch-up to the end. ``at``: the offset it was sought to, when known;
+        then any catch-up to the end made after this call covers it, as
+        :meth:`cover` does (the first of several partitions sought at once
+        catches up for all of them)."""
         self.expected.pop(tp, None)
+        if at is None:
+            self.sought.pop(tp, None)
+        else:
+            self.sought[tp] = at
 
     def cover(self, positions: Mapping[TP, int]) -> None:
         """The view was just caught up to the log's end after these positions
@@ -62,9 +73,12 @@ class CausalFreshness:
         checked (a partition still owed a catch-up keeps owing it)."""
         if tp in self.expected:
             self.expected[tp] = offset
+        elif self.sought.get(tp, offset) != offset:
+            del self.sought[tp]  # (not where it was sought to: owed a catch-up of its own)
 
     def forget(self, tp: TP) -> None:
         self.expected.pop(tp, None)
+        self.sought.pop(tp, None)
 
     def past(self, stamp: int) -> None:
         """Make the view include layout-log offset ``stamp`` (a stamp found
@@ -89,8 +103,14 @@ class CausalFreshness:
         need = catch_up(self.follower.history.next_offset, runs, expected)
         try:
             if need.to_end:
-                self.follower.sync()
+                sought, self.sought = self.sought, {}
+                try:
+                    self.follower.sync()
+                except BaseException:
+                    self.sought.update(sought)
+                    raise
                 self.syncs += 1
+                self.expected.update(sought)  # positions fixed before the catch-up
             elif need.past is not None:
                 self.follower.catch_up_past(need.past)
                 self.catch_ups += 1

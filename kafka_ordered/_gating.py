@@ -703,7 +703,7 @@ class GatingCore:
         self.calm.quiet = False
         self._dirty = True
         self.parts.seek(tp, offset)
-        self.freshness.jumped(tp)
+        self.freshness.jumped(tp, offset if offset >= 0 else None)
         if tp in self.parts.held:
             self.release(tp)
 

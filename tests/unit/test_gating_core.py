@@ -181,6 +181,37 @@ def test_an_assignment_of_explicit_and_resolved_offsets_catches_up_once() -> Non
     assert view.calls == [("sync", None)]
 
 
+def test_partitions_sought_together_share_one_catch_up() -> None:
+    """An application that seeks every partition after an assignment: the
+    first fetch after the seeks catches up once for all of them (their
+    positions were fixed before it); a partition whose first fetch does not
+    start where it was sought to, or was reset to an unknown position,
+    still catches up on its own."""
+    from kafka_ordered.tokens import Run
+
+    core, port = _core()
+    view = core.follower
+    a, b = (TOPIC, 0), (TOPIC, 1)
+    core.assigned_at({a: 0})
+    view.calls.clear()
+    core.seeked(a, 10)
+    core.seeked(b, 20)
+    core.ensure_fresh([Run(a, 10, 12, 3)])
+    assert view.calls == [("sync", None)]
+    core.ensure_fresh([Run(b, 20, 20, 1)])  # covered by the catch-up above
+    assert view.calls == [("sync", None)]
+    core.seeked(a, 30)
+    core.seeked(b, -2)  # a logical offset: where it lands is not known yet
+    core.ensure_fresh([Run(a, 30, 30, 1)])
+    core.ensure_fresh([Run(b, 0, 0, 1)])
+    assert view.calls == [("sync", None)] * 3
+    core.seeked(a, 40)
+    core.seeked(b, 50)
+    core.ensure_fresh([Run(a, 40, 40, 1)])
+    core.ensure_fresh([Run(b, 52, 52, 1)])  # not where it was sought to: a gap
+    assert view.calls == [("sync", None)] * 5
+
+
 def test_a_hold_seeks_back_without_owing_a_catch_up_but_a_failed_one_stays_owed() -> None:
     from kafka_ordered.tokens import Run
 
