@@ -124,7 +124,7 @@ def main() -> int:
         sent = paired("send", ("raw", send(raw_producer, topic, sends, ks)),
                       ("ordered", send(ordered_producer, topic, sends, ks)), a.rounds)
         admin.close()
-    print(bench("kafka_python_iterator_vs_raw", statistics.median(iterator), ">=", 0.90))
+    print(bench("kafka_python_iterator_vs_raw", statistics.median(iterator), ">=", 0.95))
     print(bench("kafka_python_send_vs_raw", statistics.median(sent), ">=", 0.95))
     return 0
 
