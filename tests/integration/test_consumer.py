@@ -343,3 +343,32 @@ def test_with_offsets_stored_by_the_application_a_gate_waits_for_the_stored_sour
     committed = {p.partition: p.offset
                  for p in consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 2)], timeout=10)}
     assert committed == {0: 1, 2: got[b"B"].offset() + 1}
+
+
+def test_a_gate_that_opens_while_its_partition_is_fetched_costs_no_refetch(
+    admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], make_consumer: Callable[..., OrderedConsumer],
+    topic: str,
+) -> None:
+    """A new group replays both partitions of a split: partition 1 is held at
+    its gate until partition 0 is processed up to the wait, which the same
+    consumer does a moment later. Its held records are kept in hand, not
+    dropped by a pause and fetched again: a refetch waits behind the Fetch in
+    flight, a long poll of up to fetch.wait.max.ms once partition 0 is
+    caught up (the history-replay benchmark lost ~0.5 s at each such release)."""
+    producer = make_producer()
+    start, wait = _one_split(admin, producer, topic)
+    c = make_consumer()
+    port = c._core.port  # type: ignore[attr-defined]
+    calls: List[str] = []
+    pause, seek = port.pause, port.seek
+    port.pause = lambda tps: (calls.append("pause"), pause(tps))
+    port.seek = lambda tp, off: (calls.append("seek"), seek(tp, off))
+    c.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
+    events: List[Tuple[int, str, str, int]] = []
+    began = time.monotonic()
+    oracle = _drain({"c": c}, 6 * len(KEYS), events)
+    took = time.monotonic() - began
+    assert oracle.violations == [] and oracle.duplicates == 0
+    assert c.stall_seconds, "partition 1 was held at its gate"
+    assert calls == [], "held without a pause or a seek: nothing was dropped to be fetched again"
+    assert took < 2.0
