@@ -35,6 +35,12 @@ _LOGICAL_STARTS: Dict[int, ResetPolicy] = {OFFSET_BEGINNING: "earliest", OFFSET_
 #: ``OrderedConsumer``'s default ``topic.metadata.refresh.interval.ms``: how
 #: soon a subscribed group notices the partitions an expansion created.
 METADATA_REFRESH_MS = 5000
+#: A partition held at a gate is held in hand (its fetched records kept by
+#: the wrapper, the client neither paused nor sought back, so nothing is
+#: fetched twice) until it keeps more than this many records or bytes
+#: (keys and values); then it is paused and sought back to the hold.
+KEEP_IN_HAND_RECORDS = 10_000
+KEEP_IN_HAND_BYTES = 16 * 1024 * 1024
 
 
 _headers, _partition, _topic = Message.headers, Message.partition, Message.topic
@@ -138,6 +144,9 @@ class OrderedConsumer:
                                 auto_store)
         self._core = GatingCore(_ConsumerPort(self._consumer, options.timeout), shared.follower, shared.offsets,
                                 options)
+        self._core.keep_in_hand = True
+        self._core.kept_offset = Message.offset  # type: ignore[assignment]
+        self._kept_bytes: Dict[TP, int] = {}
         self._raw_poll = consumer.poll
         self._raw_consume = consumer.consume
         calm = self._core.calm
@@ -338,6 +347,11 @@ class OrderedConsumer:
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         core.begin_poll()
         while True:
+            if core.kept:
+                out = self._from_hand(num)
+                if out:
+                    core.settle()
+                    return out
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             chunk = core.poll_chunk(left)
             raw = self._raw_consume(num, -1 if chunk is None else chunk)
@@ -346,6 +360,72 @@ class OrderedConsumer:
                 core.settle()
                 return out
             core.maintain()
+
+    def _from_hand(self, num: int) -> List[Message]:
+        """Up to ``num`` records kept in hand of partitions released since
+        (in offset order, before anything the client fetched of them later),
+        decided again at their gates: what passes is delivered, the rest
+        stays in hand (held again) or goes back to the client (paused)."""
+        core = self._core
+        kept = core.kept
+        held = core.held()
+        out: List[Message] = []
+        try:
+            for tp in [tp for tp in kept if tp not in held]:
+                room = num - len(out)
+                if room <= 0:
+                    break
+                recs = kept[tp]
+                take = recs[:room]
+                n = len(take)
+                if tp in core.watched():
+                    n = core.admit_run(tp, len(take), lambda i: take[i].offset())  # type: ignore[arg-type,return-value]
+                out.extend(take[:n])
+                if n < len(take):  # held again: in hand, or paused (then the client fetches them again)
+                    if core.in_hand(tp):
+                        kept[tp] = recs[n:]
+                    continue
+                rest = recs[len(take):]
+                if rest:
+                    kept[tp] = rest
+                else:
+                    del kept[tp]
+                    self._kept_bytes.pop(tp, None)
+        except BaseException:
+            first: Dict[TP, int] = {}
+            for m in out:
+                first.setdefault(_tp(m), int(m.offset() or 0))
+            core.rewind(first)
+            self._kept_bytes.clear()
+            raise
+        return out
+
+    def _keep(self, raw: List[Message]) -> List[Message]:
+        """Move the records of partitions held in hand out of ``raw`` into
+        the core's ``kept``; a partition that keeps too much is paused and
+        sought back to its hold instead."""
+        core = self._core
+        kept = core.kept
+        rest: List[Message] = []
+        full: Set[TP] = set()
+        sizes = self._kept_bytes
+        for m in raw:
+            if m.error() is None:
+                tp = _tp(m)
+                recs = kept.get(tp)
+                if recs is not None:
+                    if tp not in full:
+                        size = sizes[tp] = ((sizes.get(tp, 0) if recs else 0)
+                                            + len(m.value() or b"") + len(m.key() or b""))
+                        recs.append(m)
+                        if len(recs) > KEEP_IN_HAND_RECORDS or size > KEEP_IN_HAND_BYTES:
+                            full.add(tp)
+                    continue
+            rest.append(m)
+        for tp in full:
+            core.pause_in_hand(tp)
+            sizes.pop(tp, None)
+        return rest
 
     def _deliverable(self, raw: List[Message]) -> List[Message]:
         """What may be delivered of one fetched batch: the batch itself when no
@@ -359,6 +439,8 @@ class OrderedConsumer:
             if moved:  # consumed, never delivered (see kafka_ordered.tombstones)
                 hidden = set(map(id, moved))
                 raw = [m for m in raw if id(m) not in hidden]
+            if core.kept:
+                raw = self._keep(raw)
             watched = core.watched()
             if not watched:
                 return raw
@@ -373,6 +455,7 @@ class OrderedConsumer:
                 if m.error() is None:
                     first.setdefault(_tp(m), int(m.offset() or 0))
             core.rewind(first)
+            self._kept_bytes.clear()
             raise
 
     def _cut(self, raw: List[Message], watched: Set[TP]) -> List[Message]:
@@ -404,6 +487,8 @@ class OrderedConsumer:
                         mask = bytearray(b"\x01") * len(raw)
                     for i in ok[n_ok:]:
                         mask[i] = 0
+                    if self._core.in_hand(tp):  # held in hand: the held records are kept, in order
+                        self._keep([raw[i] for i in ok[n_ok:]])
         return raw if mask is None else list(compress(raw, mask))
 
     def _runs(self, raw: List[Message], moved: List[Message]) -> List[Run]:
