@@ -457,3 +457,16 @@ def test_kept_records_go_back_to_the_client_on_rewind_revoke_seek_and_user_pause
     core.user_pause([tp])
     core.admit_run(tp, 7, lambda i: i)
     assert not core.in_hand(tp) and port.position[tp] == 5
+
+
+def test_an_assignment_at_explicit_offsets_only_catches_up_once() -> None:
+    # OrderedConsumer.assign() resolves what has no offset through assigned()
+    # and takes the rest through assigned_at(): with nothing to resolve, the
+    # first must not read the layout log's end (~20 ms on the embedded broker).
+    core, port = _core()
+    view = core.follower
+    core.revoked([(TOPIC, 1)])
+    view.calls.clear()
+    assert core.assigned([], {}, {}) == {}
+    core.assigned_at({(TOPIC, 0): 0, (TOPIC, 1): 0})
+    assert view.calls == [("sync", None)]
