@@ -204,7 +204,9 @@ class GatingCore:
         self.calm.quiet = False
         self._scope += 1
         self._dirty = True
-        history = self.follower.sync()  # a topic may have become managed a moment ago
+        # A topic may have become managed a moment ago (nothing to resolve:
+        # nothing to catch up for; assigned_at makes the assignment's one).
+        history = self.follower.sync() if tps else self.follower.history
         earliest: List[TP] = []
         latest: List[TP] = []
         new: List[TP] = []
