@@ -403,29 +403,39 @@ class OrderedConsumer:
     def _keep(self, raw: List[Message]) -> List[Message]:
         """Move the records of partitions held in hand out of ``raw`` into
         the core's ``kept``; a partition that keeps too much is paused and
-        sought back to its hold instead."""
+        sought back to its hold instead. (Records of other partitions are
+        not looked at one by one.)"""
         core = self._core
         kept = core.kept
-        rest: List[Message] = []
+        parts = list(map(_partition, raw))
+        numbers = {p for _, p in kept}
+        hits = [n for n in numbers if n in parts]
+        if not hits:
+            return raw
+        everything = range(len(raw))
+        mask = bytearray(b"\x01") * len(raw)
         full: Set[TP] = set()
         sizes = self._kept_bytes
-        for m in raw:
-            if m.error() is None:
+        for n in hits:
+            for i in compress(everything, map(n.__eq__, parts)):
+                m = raw[i]
+                if m.error() is not None:
+                    continue
                 tp = _tp(m)
                 recs = kept.get(tp)
-                if recs is not None:
-                    if tp not in full:
-                        size = sizes[tp] = ((sizes.get(tp, 0) if recs else 0)
-                                            + len(m.value() or b"") + len(m.key() or b""))
-                        recs.append(m)
-                        if len(recs) > KEEP_IN_HAND_RECORDS or size > KEEP_IN_HAND_BYTES:
-                            full.add(tp)
+                if recs is None:
                     continue
-            rest.append(m)
+                mask[i] = 0
+                if tp not in full:
+                    size = sizes[tp] = ((sizes.get(tp, 0) if recs else 0)
+                                        + len(m.value() or b"") + len(m.key() or b""))
+                    recs.append(m)
+                    if len(recs) > KEEP_IN_HAND_RECORDS or size > KEEP_IN_HAND_BYTES:
+                        full.add(tp)
         for tp in full:
             core.pause_in_hand(tp)
             sizes.pop(tp, None)
-        return rest
+        return list(compress(raw, mask))
 
     def _deliverable(self, raw: List[Message]) -> List[Message]:
         """What may be delivered of one fetched batch: the batch itself when no
@@ -508,7 +518,52 @@ class OrderedConsumer:
                     if not self._core.managed(topic):  # type: ignore[arg-type]
                         return []
                     return [Run((topic, parts[0]), first.offset(), last.offset(), len(raw))]  # type: ignore[arg-type]
-        return self._runs_per_record(raw, moved)
+        runs = self._runs_of_one_topic(raw, moved)
+        return runs if runs is not None else self._runs_per_record(raw, moved)
+
+    def _runs_of_one_topic(self, raw: List[Message], moved: List[Message]) -> Optional[List[Run]]:
+        """:meth:`_runs_per_record` for a fetch without errors from a member
+        that owns partitions of one managed topic only, in C-level passes:
+        only the records carrying headers are looked at one by one (a
+        replay of history is full of stamped records). ``None``: not such a
+        fetch."""
+        core = self._core
+        owned = core.owned_topics()
+        if len(owned) != 1 or not all(map(_is_none, map(_error, raw))):
+            return None
+        topic = next(iter(owned))
+        if raw[0].topic() != topic or not core.managed(topic):
+            return None
+        stamps: Dict[int, int] = {}
+        headers = list(map(_headers, raw))
+        if any(headers):
+            log_id = core.freshness.log_id
+            for i in compress(range(len(raw)), headers):
+                h = headers[i]
+                taken = take_stamp(h, log_id)
+                if taken is None:
+                    continue
+                m = raw[i]
+                stamp, left = taken
+                m.set_headers(left)  # type: ignore[arg-type]
+                if is_move_tombstone(m.value(), h):
+                    moved.append(m)
+                if stamp is not None:
+                    p = m.partition()
+                    if stamp > stamps.get(p, -1):  # type: ignore[arg-type]
+                        stamps[p] = stamp  # type: ignore[index]
+        parts = list(map(_partition, raw))
+        numbers = set(parts)
+        if len(numbers) == 1:
+            n = parts[0]
+            return [Run((topic, n), raw[0].offset(), raw[-1].offset(), len(raw), stamps.get(n))]  # type: ignore[arg-type]
+        everything = range(len(raw))
+        runs = []
+        for n in numbers:
+            idx = list(compress(everything, map(n.__eq__, parts)))
+            runs.append(Run((topic, n), raw[idx[0]].offset(), raw[idx[-1]].offset(), len(idx),  # type: ignore[arg-type]
+                            stamps.get(n)))  # type: ignore[arg-type]
+        return runs
 
     def _runs_per_record(self, raw: List[Message], moved: List[Message]) -> List[Run]:
         core = self._core
