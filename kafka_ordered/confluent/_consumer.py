@@ -284,6 +284,19 @@ class OrderedConsumer:
                 raise TypeError("listener must be a PartitionKeyRebalanceListener")
             self._core.listener = listener
         self._core.revoked(list(self._core.owned))
+        if partitions and all(p.offset >= 0 for p in partitions):
+            # Explicit offsets only: nothing to resolve, so the client starts
+            # fetching while the assignment's layout-log catch-up runs (no
+            # record is delivered before this call returned).
+            self._consumer.assign(partitions)
+            self._resume_assigned(partitions)
+            try:
+                self._start_positions(partitions)
+            except BaseException:
+                self._core.revoked(list(self._core.owned))
+                self._consumer.unassign()
+                raise
+            return
         self._start_positions(partitions)
         self._consumer.assign(partitions)
         self._resume_assigned(partitions)
