@@ -127,8 +127,9 @@ class GatingCore:
         self.last_wait_s: Optional[float] = None
         self._wait_counts = [0] * (len(GATE_WAIT_BUCKETS) + 1)
         self._wait_sum = 0.0
-        #: Holds kept in hand (set by the confluent adapter): a partition is
-        #: then held without pausing or seeking its client. Pausing makes
+        #: Holds kept in hand (set by the confluent adapter): a partition at a
+        #: gate whose sources this member owns is then held without pausing
+        #: or seeking its client. Pausing makes
         #: librdkafka drop what it prefetched, and the refetch after the
         #: release waits behind the Fetch in flight, a long poll of up to
         #: ``fetch.wait.max.ms`` once the other partitions are caught up.
@@ -668,7 +669,8 @@ class GatingCore:
         client is left alone and the adapter keeps the records from
         ``offset`` on in :attr:`kept`."""
         parts = self.parts
-        in_hand = self.keep_in_hand and tp not in parts.held and tp not in parts.user_paused
+        in_hand = (self.keep_in_hand and tp not in parts.held and tp not in parts.user_paused
+                   and self._opens_here(tp))
         parts.hold(tp, offset, self._clock(), time.time())
         self._scope += 1
         self.calm.quiet = False
@@ -698,6 +700,14 @@ class GatingCore:
             self._in_hand.discard(tp)  # never paused: its kept records are decided again by the adapter
         else:
             self._unpause([tp])
+
+    def _opens_here(self, tp: TP) -> bool:
+        """Whether this member owns every source of ``tp``'s first closed gate:
+        its own deliveries open it, typically a moment later (a replay of
+        history). A gate that waits for another member's commits may stay
+        closed long: its partition is held by a pause."""
+        sources = self.keeper.limit_sources(tp)
+        return bool(sources) and all(q in self.parts.owned for q in sources)
 
     def in_hand(self, tp: TP) -> bool:
         """Whether ``tp`` is held in hand (see :attr:`keep_in_hand`)."""
