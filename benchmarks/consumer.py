@@ -33,7 +33,7 @@ import argparse
 import statistics
 import time
 import uuid
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from _common import FETCH_QUEUE_BACKOFF_MS, bench, broker, machine, paired
 from _data import VALUE, changed_topic, fill, keys
@@ -123,58 +123,77 @@ def main() -> int:
     ap.add_argument("--changes", type=int, default=4)
     ap.add_argument("--replay-per-change", type=int, default=20_000,
                     help="records written before and after each layout change of the replayed topic")
+    ap.add_argument("--cases", default="after-changes,gate-closed,replay",
+                    help="comma-separated cases to run (after-changes, gate-closed, replay)")
     a = ap.parse_args()
+    cases = set(a.cases.split(","))
+    consume: Optional[List[float]] = None
+    poll = closed = replay = consume
     print(machine())
     with broker() as bootstrap:
         conf = {"bootstrap.servers": bootstrap, "ordered.layout.topic": f"_kafka_ordered-bench-{uuid.uuid4().hex[:6]}"}
         admin = LayoutAdmin(conf)
-        topic, group, final = changed_topic(bootstrap, conf, admin, a.changes)
-        start = committed(bootstrap, group, topic, 16)
-        fill(bootstrap, topic, final, a.records, keys())
+        n = a.records
 
         def raw() -> Consumer:
             return Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-raw-{uuid.uuid4().hex[:6]}", **COMMON})
 
-        def ordered() -> OrderedConsumer:
-            return OrderedConsumer({**conf, "group.id": group, **ORDERED})
+        if "after-changes" in cases:
+            topic, group, final = changed_topic(bootstrap, conf, admin, a.changes)
+            start = committed(bootstrap, group, topic, 16)
+            fill(bootstrap, topic, final, a.records, keys())
 
-        n = a.records
-        arm(raw, start, n, drain_consume)()  # warm-up, not counted
-        print(f"after {a.changes} layout changes whose transitions are passed, consume(500), {n} records per run:")
-        consume = paired("consume(500)", ("raw", arm(raw, start, n, drain_consume)),
-                         ("ordered", arm(ordered, start, n, drain_consume)), a.rounds)
-        m = min(a.poll_records, n)
-        print(f"the same with poll(), {m} records per run:")
-        poll = paired("poll()", ("raw", arm(raw, start, m, drain_poll)),
-                      ("ordered", arm(ordered, start, m, drain_poll)), a.rounds)
+            def ordered() -> OrderedConsumer:
+                return OrderedConsumer({**conf, "group.id": group, **ORDERED})
 
-        gated = gate_closed_topic(bootstrap, conf, admin, n)
-        open_parts = [TopicPartition(gated, p, 0) for p in (1, 2, 3)]
-
-        def ordered_gated() -> OrderedConsumer:
-            return OrderedConsumer({**conf, "group.id": f"bench-gated-{uuid.uuid4().hex[:6]}", **ORDERED})
-
-        print(f"a gate closed on partition 4, which the ordered consumer owns; {n} records of partitions 1-3:")
-        closed = paired("gate closed on 4", ("raw", arm(raw, open_parts, n, drain_consume)),
-                        ("ordered", arm(ordered_gated, open_parts + [TopicPartition(gated, 4, 0)], n,
-                                        drain_consume)), a.rounds)
-
-        replayed, _, _ = changed_topic(bootstrap, conf, admin, a.changes, a.replay_per_change, linger_ms=20)
-        from_start = [TopicPartition(replayed, p, 0) for p in range(16)]
-        total = a.replay_per_change * (a.changes + 1)  # records written (offsets may skip on the embedded broker)
-
-        def ordered_new_group() -> OrderedConsumer:
-            return OrderedConsumer({**conf, "group.id": f"bench-replay-{uuid.uuid4().hex[:6]}", **ORDERED})
-
-        print(f"a new group replaying {total} records of {replayed} (written with linger.ms=20), consume(500):")
-        replay = paired("history replay", ("raw", arm(raw, from_start, total, drain_consume)),
-                        ("ordered", arm(ordered_new_group, from_start, total, drain_consume)), a.rounds)
+            arm(raw, start, n, drain_consume)()  # warm-up, not counted
+            print(f"after {a.changes} layout changes whose transitions are passed, consume(500), {n} records per run:")
+            consume = paired("consume(500)", ("raw", arm(raw, start, n, drain_consume)),
+                             ("ordered", arm(ordered, start, n, drain_consume)), a.rounds)
+            m = min(a.poll_records, n)
+            print(f"the same with poll(), {m} records per run:")
+            poll = paired("poll()", ("raw", arm(raw, start, m, drain_poll)),
+                          ("ordered", arm(ordered, start, m, drain_poll)), a.rounds)
+        if "gate-closed" in cases:
+            closed = _gate_closed(bootstrap, conf, admin, n, raw, a.rounds)
+        if "replay" in cases:
+            replay = _replay(bootstrap, conf, admin, a, raw)
         admin.close()
-    print(bench("consumer_consume_after_changes_vs_raw", statistics.median(consume), ">=", 0.95))
-    print(bench("consumer_poll_after_changes_vs_raw", statistics.median(poll), ">=", 0.95))
-    print(bench("consumer_gate_closed_elsewhere_vs_raw", statistics.median(closed), ">=", 0.95))
-    print(bench("consumer_history_replay_vs_raw", statistics.median(replay), ">=", 0.95))
+    for name, ratios, target in (("consumer_consume_after_changes_vs_raw", consume, 0.95),
+                                 ("consumer_poll_after_changes_vs_raw", poll, 0.95),
+                                 ("consumer_gate_closed_elsewhere_vs_raw", closed, 0.95),
+                                 ("consumer_history_replay_vs_raw", replay, 0.95)):
+        if ratios is not None:
+            print(bench(name, statistics.median(ratios), ">=", target))
     return 0
+
+
+def _gate_closed(bootstrap: str, conf: Dict[str, Any], admin: LayoutAdmin, n: int, raw: Callable[[], Consumer],
+                 rounds: int) -> List[float]:
+    gated = gate_closed_topic(bootstrap, conf, admin, n)
+    open_parts = [TopicPartition(gated, p, 0) for p in (1, 2, 3)]
+
+    def ordered_gated() -> OrderedConsumer:
+        return OrderedConsumer({**conf, "group.id": f"bench-gated-{uuid.uuid4().hex[:6]}", **ORDERED})
+
+    print(f"a gate closed on partition 4, which the ordered consumer owns; {n} records of partitions 1-3:")
+    return paired("gate closed on 4", ("raw", arm(raw, open_parts, n, drain_consume)),
+                  ("ordered", arm(ordered_gated, open_parts + [TopicPartition(gated, 4, 0)], n, drain_consume)),
+                  rounds)
+
+
+def _replay(bootstrap: str, conf: Dict[str, Any], admin: LayoutAdmin, a: argparse.Namespace,
+            raw: Callable[[], Consumer]) -> List[float]:
+    replayed, _, _ = changed_topic(bootstrap, conf, admin, a.changes, a.replay_per_change, linger_ms=20)
+    from_start = [TopicPartition(replayed, p, 0) for p in range(16)]
+    total = a.replay_per_change * (a.changes + 1)  # records written (offsets may skip on the embedded broker)
+
+    def ordered_new_group() -> OrderedConsumer:
+        return OrderedConsumer({**conf, "group.id": f"bench-replay-{uuid.uuid4().hex[:6]}", **ORDERED})
+
+    print(f"a new group replaying {total} records of {replayed} (written with linger.ms=20), consume(500):")
+    return paired("history replay", ("raw", arm(raw, from_start, total, drain_consume)),
+                  ("ordered", arm(ordered_new_group, from_start, total, drain_consume)), a.rounds)
 
 
 if __name__ == "__main__":

@@ -127,6 +127,20 @@ class GatingCore:
         self.last_wait_s: Optional[float] = None
         self._wait_counts = [0] * (len(GATE_WAIT_BUCKETS) + 1)
         self._wait_sum = 0.0
+        #: Holds kept in hand (set by the confluent adapter): a partition at a
+        #: gate whose sources this member owns is then held without pausing
+        #: or seeking its client. Pausing makes
+        #: librdkafka drop what it prefetched, and the refetch after the
+        #: release waits behind the Fetch in flight, a long poll of up to
+        #: ``fetch.wait.max.ms`` once the other partitions are caught up.
+        #: The adapter instead keeps the records it fetched from the hold on
+        #: in :attr:`kept` (per partition, in offset order, ``kept_offset``
+        #: reads a record's offset) and decides them again once released;
+        #: :meth:`pause_in_hand` turns such a hold into a pause (the adapter
+        #: calls it when a partition keeps too much).
+        self.keep_in_hand = False
+        self.kept: Dict[TP, List[Any]] = {}
+        self.kept_offset: Callable[[Any], int] = lambda record: record.offset  # type: ignore[no-any-return]
         follower.add_listener(self._on_history)
 
     def close(self) -> None:
@@ -298,11 +312,12 @@ class GatingCore:
         self.calm.quiet = False
         self._scope += 1
         try:
-            self._unpause([tp for tp in tps if tp in self.parts.held])
+            self._unpause([tp for tp in tps if tp in self.parts.held and tp not in self.parts.in_hand])
         except Exception as e:  # already gone from the client's assignment
             log.debug("resume on revoke of %s: %s", tps, e)
         self._owned_topics = None
         for tp in tps:
+            self.kept.pop(tp, None)
             self.freshness.forget(tp)
             self.keeper.drop(tp)
         sources = self.keeper.sources()
@@ -321,9 +336,14 @@ class GatingCore:
             return {}
         client = self.port.positions(want)
         out: Dict[TP, int] = {}
+        kept = self.kept
         for tp in want:
             st = self.parts[tp]
             off = client.get(tp, -1)
+            if kept and kept.get(tp) and st.held is None:
+                # Released with records still in hand: the client is past them.
+                out[tp] = self.kept_offset(kept[tp][0])
+                continue
             if st.held is not None:
                 # Records before the hold may still be on their way to the
                 # application (kafka-python's iterator moves the position per
@@ -514,7 +534,7 @@ class GatingCore:
         calm = self.calm
         gating = self.opts.gating
         keeper = self.keeper
-        if (self.parts.held or self.parts.init_commit or self._dirty or keeper.waited_on()
+        if (self.parts.held or self.kept or self.parts.init_commit or self._dirty or keeper.waited_on()
                 or (gating and (keeper.has_closed() or (self._listener is not None and keeper.has_announcements())))):
             calm.quiet = False
             return
@@ -652,13 +672,23 @@ class GatingCore:
 
     def hold(self, tp: TP, offset: int) -> None:
         """Stop ``tp`` at ``offset``: pause it and seek back so the held record
-        is fetched again when the gate opens."""
-        self.parts.hold(tp, offset, self._clock(), time.time())
-        self.freshness.moved(tp, offset)
+        is fetched again when the gate opens; with :attr:`keep_in_hand` (and
+        unless ``tp`` is held already or paused by the application) the
+        client is left alone and the adapter keeps the records from
+        ``offset`` on in :attr:`kept`."""
+        parts = self.parts
+        in_hand = (self.keep_in_hand and tp not in parts.held and tp not in parts.user_paused
+                   and self._opens_here(tp))
+        parts.hold(tp, offset, self._clock(), time.time(), in_hand)
         self._scope += 1
         self.calm.quiet = False
-        self.port.pause([tp])
-        self.port.seek(tp, offset)
+        if in_hand:
+            self.kept[tp] = []
+        else:
+            self.kept.pop(tp, None)
+            self.freshness.moved(tp, offset)
+            self.port.pause([tp])
+            self.port.seek(tp, offset)
         waits = {q: w for q, (w, _) in next((g.waiting_on for g in self.gate_status()
                                               if (g.topic, g.partition) == tp), {}).items()}
         log.info("%s [%d] held at offset %d by a gate waiting for %s", tp[0], tp[1], offset,
@@ -666,13 +696,55 @@ class GatingCore:
 
     def release(self, tp: TP) -> None:
         """Undo :meth:`hold` (the one release path: gate opened, seek, rewind)."""
+        in_hand = tp in self.parts.in_hand  # never paused: its kept records are decided again by the adapter
         held_s = self.parts.release(tp, self._clock())
         self._scope += 1
         if held_s is not None:
             self._stall[tp] = self._stall.get(tp, 0.0) + held_s
             self._observe_wait(held_s)
             log.info("%s [%d] released after %.3f s at a gate", tp[0], tp[1], held_s)
-        self._unpause([tp])
+        if not in_hand:
+            self._unpause([tp])
+
+    def _opens_here(self, tp: TP) -> bool:
+        """Whether this member owns every source of ``tp``'s first closed gate:
+        its own deliveries open it, typically a moment later (a replay of
+        history). A gate that waits for another member's commits may stay
+        closed long: its partition is held by a pause."""
+        sources = self.keeper.limit_sources(tp)
+        return bool(sources) and all(q in self.parts.owned for q in sources)
+
+    def in_hand(self, tp: TP) -> bool:
+        """Whether ``tp`` is held in hand (see :attr:`keep_in_hand`)."""
+        return tp in self.parts.in_hand
+
+    def pause_in_hand(self, tp: TP) -> None:
+        """Turn ``tp``'s hold in hand into a pause: the client is paused and
+        sought back to the hold, and the records kept of it go."""
+        if tp not in self.parts.in_hand:
+            return
+        self.parts.pause_hold(tp)
+        self.kept.pop(tp, None)
+        held = self.parts[tp].held
+        assert held is not None
+        self.freshness.moved(tp, held)
+        self.port.pause([tp])
+        self.port.seek(tp, held)
+
+    def _drop_kept(self, tp: TP) -> None:
+        """Give the records kept of ``tp`` back to the client: a hold in hand
+        becomes a pause; kept records of a released partition are fetched
+        again (the client seeks back to the first)."""
+        if tp in self.parts.in_hand:
+            self.pause_in_hand(tp)
+            return
+        recs = self.kept.pop(tp, None)
+        st = self.parts.get(tp)
+        if recs and st is not None and st.owned:
+            off = self.kept_offset(recs[0])
+            self.parts.refetch(tp, off)
+            self.freshness.moved(tp, off)
+            self.port.seek(tp, off)
 
     def _unpause(self, tps: Sequence[TP]) -> None:
         """The one place that resumes partitions: those of ``tps`` the
@@ -702,14 +774,19 @@ class GatingCore:
             return
         self.calm.quiet = False
         self._dirty = True
+        self.kept.pop(tp, None)  # the client fetches from the new position
         self.parts.seek(tp, offset)
         self.freshness.jumped(tp, offset if offset >= 0 else None)
         if tp in self.parts.held:
             self.release(tp)
 
     def user_pause(self, tps: Iterable[TP]) -> None:
-        """The application paused ``tps`` (kept across rebalances and gate releases)."""
+        """The application paused ``tps`` (kept across rebalances and gate releases).
+        Records kept in hand of them go back to the client (a paused client
+        hands out nothing more of a partition)."""
         for tp in tps:
+            if tp in self.kept:
+                self._drop_kept(tp)
             self.parts.user_pause(tp)
 
     def user_resume(self, tps: Iterable[TP]) -> List[TP]:
@@ -751,7 +828,9 @@ class GatingCore:
         sought back when it was held, and a seek makes librdkafka and
         kafka-python drop what they fetched before it (librdkafka's version
         barrier; kafka-python stops handing out a paused partition), so
-        nothing of it arrives until it is released."""
+        nothing of it arrives until it is released. (A partition held in
+        hand is not paused: the adapter moves its records to :attr:`kept`
+        before it asks.)"""
         held = self.parts.held
         return watched - held if held else watched
 
@@ -795,7 +874,18 @@ class GatingCore:
 
     def rewind(self, first: Mapping[TP, int]) -> None:
         """Records from ``first[tp]`` on were fetched but will not reach the
-        application: seek back so they are fetched (and decided) again."""
+        application: seek back so they are fetched (and decided) again.
+        Records kept in hand go back to the client too (holds in hand
+        become pauses)."""
+        first = dict(first)
+        for tp in list(self.kept):
+            recs = self.kept[tp]
+            if recs and tp not in self.parts.in_hand:
+                off = self.kept_offset(recs[0])
+                first[tp] = min(first.get(tp, off), off)
+                del self.kept[tp]
+            else:
+                self._drop_kept(tp)
         for tp, off in first.items():
             st = self.parts.get(tp)
             if st is None or not st.owned:

@@ -3,7 +3,8 @@
 As kafka-python's ``TopicPartitionState`` and ``SubscriptionState``: one
 :class:`PartitionState` per partition the member knows, and one
 :class:`Partitions` that owns them, performs every transition by name
-(own, disown, start, hold, release, seek, user pause and resume) and keeps
+(own, disown, start, hold, pause a hold, release, seek, user pause and
+resume) and keeps
 the sets derived from them (owned, held, ...). Nothing else writes those
 sets; readers get them read-only.
 
@@ -36,6 +37,7 @@ class PartitionState:
         "held",
         "held_since",
         "held_wall",
+        "in_hand",
         "stored",
         "deps",
         "init_commit",
@@ -55,6 +57,7 @@ class PartitionState:
         self.held: Optional[int] = None  # first offset held back at a closed gate
         self.held_since: Optional[float] = None  # monotonic
         self.held_wall: Optional[float] = None  # wall clock, for operators
+        self.in_hand = False  # held without pausing the client: the adapter keeps its records
         self.stored: Optional[int] = None  # store_offsets()
         # Gates opened inside this member: (start, {source: wait}) whose source
         # commits must be durable before commits of this partition past start.
@@ -69,12 +72,14 @@ class Partitions:
     the sets derived from them (maintained by the transitions; the views
     returned are read-only by contract)."""
 
-    __slots__ = ("_states", "_owned", "_held", "_init_commit", "_commit_unknown", "_user_paused", "_foreign")
+    __slots__ = ("_states", "_owned", "_held", "_in_hand", "_init_commit", "_commit_unknown", "_user_paused",
+                 "_foreign")
 
     def __init__(self) -> None:
         self._states: Dict[TP, PartitionState] = {}
         self._owned: Set[TP] = set()
         self._held: Set[TP] = set()
+        self._in_hand: Set[TP] = set()
         self._init_commit: Set[TP] = set()
         self._commit_unknown: Set[TP] = set()
         self._user_paused: Set[TP] = set()
@@ -106,6 +111,11 @@ class Partitions:
     def held(self) -> AbstractSet[TP]:
         """Owned partitions stopped at a closed gate."""
         return self._held
+
+    @property
+    def in_hand(self) -> AbstractSet[TP]:
+        """Held partitions whose client is not paused (their records are kept in hand)."""
+        return self._in_hand
 
     @property
     def init_commit(self) -> AbstractSet[TP]:
@@ -154,11 +164,13 @@ class Partitions:
             return
         self._owned.discard(tp)
         self._held.discard(tp)
+        self._in_hand.discard(tp)
         self._init_commit.discard(tp)
         self._commit_unknown.discard(tp)
         st.owned = False
         st.position = st.processed = st.held = st.held_since = st.held_wall = st.stored = None
         st.revoke_mark = -1
+        st.in_hand = False
         st.deps = []
         st.init_commit = st.commit_unknown = False
         if keep_as_source:
@@ -233,20 +245,33 @@ class Partitions:
 
     # -- holds
 
-    def hold(self, tp: TP, offset: int, now: float, wall: float) -> None:
-        """Owned ``tp`` stops at ``offset`` (the first held-back record)."""
+    def hold(self, tp: TP, offset: int, now: float, wall: float, in_hand: bool = False) -> None:
+        """Owned ``tp`` stops at ``offset`` (the first held-back record);
+        ``in_hand``: without pausing the client (its records are kept)."""
         st = self._states[tp]
         st.held = st.position = offset
         if st.held_since is None:
             st.held_since = now
             st.held_wall = wall
         self._held.add(tp)
+        st.in_hand = in_hand
+        if in_hand:
+            self._in_hand.add(tp)
+        else:
+            self._in_hand.discard(tp)
+
+    def pause_hold(self, tp: TP) -> None:
+        """A hold in hand of ``tp`` becomes a pause of the client."""
+        self._states[tp].in_hand = False
+        self._in_hand.discard(tp)
 
     def release(self, tp: TP, now: float) -> Optional[float]:
         """Undo :meth:`hold`; returns how long ``tp`` was held (``None``: it was not)."""
         st = self._states[tp]
         self._held.discard(tp)
+        self._in_hand.discard(tp)
         st.held = None
+        st.in_hand = False
         if st.held_since is None:
             return None
         held_s = now - st.held_since

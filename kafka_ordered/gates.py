@@ -418,6 +418,14 @@ class GateKeeper:
         head = self._head(tp) if tp in self._targets else None
         return head[0] if head is not None else None
 
+    def limit_sources(self, tp: TP) -> FrozenSet[TP]:
+        """The sources the first closed gate of ``tp`` waits on (empty: none is closed)."""
+        head = self._head(tp) if tp in self._targets else None
+        c = self._live_gate(head) if head is not None else None
+        if c is None:
+            return frozenset()
+        return frozenset((c.gate.topic, q) for q in c.gate.wait)
+
     def announce(self, tp: TP, offset: int) -> bool:
         """Whether delivering the record of ``tp`` at ``offset`` must be preceded
         by ``on_partition_key_assigned([tp])``: true once per opened gate, for

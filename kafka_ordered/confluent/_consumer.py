@@ -35,6 +35,12 @@ _LOGICAL_STARTS: Dict[int, ResetPolicy] = {OFFSET_BEGINNING: "earliest", OFFSET_
 #: ``OrderedConsumer``'s default ``topic.metadata.refresh.interval.ms``: how
 #: soon a subscribed group notices the partitions an expansion created.
 METADATA_REFRESH_MS = 5000
+#: A partition held at a gate is held in hand (its fetched records kept by
+#: the wrapper, the client neither paused nor sought back, so nothing is
+#: fetched twice) until it keeps more than this many records or bytes
+#: (keys and values); then it is paused and sought back to the hold.
+KEEP_IN_HAND_RECORDS = 10_000
+KEEP_IN_HAND_BYTES = 16 * 1024 * 1024
 
 
 _headers, _partition, _topic = Message.headers, Message.partition, Message.topic
@@ -138,6 +144,9 @@ class OrderedConsumer:
                                 auto_store)
         self._core = GatingCore(_ConsumerPort(self._consumer, options.timeout), shared.follower, shared.offsets,
                                 options)
+        self._core.keep_in_hand = True
+        self._core.kept_offset = Message.offset  # type: ignore[assignment]
+        self._kept_bytes: Dict[TP, int] = {}
         self._raw_poll = consumer.poll
         self._raw_consume = consumer.consume
         calm = self._core.calm
@@ -225,6 +234,7 @@ class OrderedConsumer:
             try:
                 self._start_positions(partitions)
             except BaseException:
+                self._core.revoked([(p.topic, p.partition) for p in partitions])
                 undo()  # never fetch what the core does not gate
                 raise
         else:
@@ -350,11 +360,92 @@ class OrderedConsumer:
     def _consume(self, num: int, timeout: Optional[float]) -> List[Message]:
         cycle = self._core.poll_cycle(None if timeout is None or timeout < 0 else timeout)
         while True:
+            if self._core.kept:
+                out = self._from_hand(num)
+                if out:
+                    cycle.done(True)
+                    return out
             wait = cycle.wait()
             raw = self._raw_consume(num, -1 if wait is None else wait)
             out = self._deliverable(raw) if raw else raw
             if cycle.done(bool(out)):
                 return out
+
+    def _from_hand(self, num: int) -> List[Message]:
+        """Up to ``num`` records kept in hand of partitions released since
+        (in offset order, before anything the client fetched of them later),
+        decided again at their gates: what passes is delivered, the rest
+        stays in hand (held again) or goes back to the client (paused)."""
+        core = self._core
+        kept = core.kept
+        held = core.held()
+        out: List[Message] = []
+        try:
+            for tp in [tp for tp in kept if tp not in held]:
+                room = num - len(out)
+                if room <= 0:
+                    break
+                recs = kept[tp]
+                take = recs[:room]
+                n = len(take)
+                if tp in core.watched():
+                    n = core.admit_run(tp, len(take), lambda i: take[i].offset())  # type: ignore[arg-type,return-value]
+                out.extend(take[:n])
+                if n < len(take):  # held again: in hand, or paused (then the client fetches them again)
+                    if core.in_hand(tp):
+                        kept[tp] = recs[n:]
+                    continue
+                rest = recs[len(take):]
+                if rest:
+                    kept[tp] = rest
+                else:
+                    del kept[tp]
+                    self._kept_bytes.pop(tp, None)
+        except BaseException:
+            first: Dict[TP, int] = {}
+            for m in out:
+                first.setdefault(_tp(m), int(m.offset() or 0))
+            core.rewind(first)
+            self._kept_bytes.clear()
+            raise
+        return out
+
+    def _keep(self, raw: List[Message]) -> List[Message]:
+        """Move the records of partitions held in hand out of ``raw`` into
+        the core's ``kept``; a partition that keeps too much is paused and
+        sought back to its hold instead. (Records of other partitions are
+        not looked at one by one.)"""
+        core = self._core
+        kept = core.kept
+        parts = list(map(_partition, raw))
+        numbers = {p for _, p in kept}
+        hits = [n for n in numbers if n in parts]
+        if not hits:
+            return raw
+        everything = range(len(raw))
+        mask = bytearray(b"\x01") * len(raw)
+        full: Set[TP] = set()
+        sizes = self._kept_bytes
+        for n in hits:
+            for i in compress(everything, map(n.__eq__, parts)):
+                m = raw[i]
+                if m.error() is not None:
+                    continue
+                tp = _tp(m)
+                recs = kept.get(tp)
+                if recs is None:
+                    continue
+                mask[i] = 0
+                if tp not in full:
+                    size = sizes[tp] = ((sizes.get(tp, 0) if recs else 0)
+                                        + len(m.value() or b"") + len(m.key() or b""))
+                    recs.append(m)
+                    if len(recs) > KEEP_IN_HAND_RECORDS or size > KEEP_IN_HAND_BYTES:
+                        full.add(tp)
+        for tp in full:
+            core.pause_in_hand(tp)
+            sizes.pop(tp, None)
+        return list(compress(raw, mask))
 
     def _deliverable(self, raw: List[Message]) -> List[Message]:
         """What may be delivered of one fetched batch: the batch itself when no
@@ -368,6 +459,8 @@ class OrderedConsumer:
             if moved:  # consumed, never delivered (see kafka_ordered.tombstones)
                 hidden = set(map(id, moved))
                 raw = [m for m in raw if id(m) not in hidden]
+            if core.kept:
+                raw = self._keep(raw)
             watched = core.watched()
             if not watched:
                 return raw
@@ -382,6 +475,7 @@ class OrderedConsumer:
                 if m.error() is None:
                     first.setdefault(_tp(m), int(m.offset() or 0))
             core.rewind(first)
+            self._kept_bytes.clear()
             raise
 
     def _cut(self, raw: List[Message], watched: Set[TP]) -> List[Message]:
@@ -413,6 +507,8 @@ class OrderedConsumer:
                         mask = bytearray(b"\x01") * len(raw)
                     for i in ok[n_ok:]:
                         mask[i] = 0
+                    if self._core.in_hand(tp):  # held in hand: the held records are kept, in order
+                        self._keep([raw[i] for i in ok[n_ok:]])
         return raw if mask is None else list(compress(raw, mask))
 
     def _runs(self, raw: List[Message], moved: List[Message]) -> List[Run]:
@@ -432,7 +528,52 @@ class OrderedConsumer:
                     if not self._core.managed(topic):  # type: ignore[arg-type]
                         return []
                     return [Run((topic, parts[0]), first.offset(), last.offset(), len(raw))]  # type: ignore[arg-type]
-        return self._runs_per_record(raw, moved)
+        runs = self._runs_of_one_topic(raw, moved)
+        return runs if runs is not None else self._runs_per_record(raw, moved)
+
+    def _runs_of_one_topic(self, raw: List[Message], moved: List[Message]) -> Optional[List[Run]]:
+        """:meth:`_runs_per_record` for a fetch without errors from a member
+        that owns partitions of one managed topic only, in C-level passes:
+        only the records carrying headers are looked at one by one (a
+        replay of history is full of stamped records). ``None``: not such a
+        fetch."""
+        core = self._core
+        owned = core.owned_topics()
+        if len(owned) != 1 or not all(map(_is_none, map(_error, raw))):
+            return None
+        topic = next(iter(owned))
+        if raw[0].topic() != topic or not core.managed(topic):
+            return None
+        stamps: Dict[int, int] = {}
+        headers = list(map(_headers, raw))
+        if any(headers):
+            log_id = core.freshness.log_id
+            for i in compress(range(len(raw)), headers):
+                h = headers[i]
+                taken = take_stamp(h, log_id)
+                if taken is None:
+                    continue
+                m = raw[i]
+                stamp, left = taken
+                m.set_headers(left)  # type: ignore[arg-type]
+                if is_move_tombstone(m.value(), h):
+                    moved.append(m)
+                if stamp is not None:
+                    p = m.partition()
+                    if stamp > stamps.get(p, -1):  # type: ignore[arg-type]
+                        stamps[p] = stamp  # type: ignore[index]
+        parts = list(map(_partition, raw))
+        numbers = set(parts)
+        if len(numbers) == 1:
+            n = parts[0]
+            return [Run((topic, n), raw[0].offset(), raw[-1].offset(), len(raw), stamps.get(n))]  # type: ignore[arg-type]
+        everything = range(len(raw))
+        runs = []
+        for n in numbers:
+            idx = list(compress(everything, map(n.__eq__, parts)))
+            runs.append(Run((topic, n), raw[idx[0]].offset(), raw[idx[-1]].offset(), len(idx),  # type: ignore[arg-type]
+                            stamps.get(n)))  # type: ignore[arg-type]
+        return runs
 
     def _runs_per_record(self, raw: List[Message], moved: List[Message]) -> List[Run]:
         core = self._core

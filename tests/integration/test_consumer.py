@@ -365,3 +365,62 @@ def test_an_assignment_at_explicit_offsets_the_core_fails_to_record_is_taken_bac
     with pytest.raises(ConnectionError):
         consumer.incremental_assign([TopicPartition(topic, 0, 0)])
     assert consumer.assignment() == []
+
+
+def test_a_gate_that_opens_while_its_partition_is_fetched_costs_no_refetch(
+    admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], make_consumer: Callable[..., OrderedConsumer],
+    topic: str,
+) -> None:
+    """A new group replays both partitions of a split: partition 1 is held at
+    its gate until partition 0 is processed up to the wait, which the same
+    consumer does a moment later. Its held records are kept in hand, not
+    dropped by a pause and fetched again: a refetch waits behind the Fetch in
+    flight, a long poll of up to fetch.wait.max.ms once partition 0 is
+    caught up (the history-replay benchmark lost ~0.5 s at each such release)."""
+    producer = make_producer()
+    start, wait = _one_split(admin, producer, topic)
+    c = make_consumer()
+    port = c._core.port  # type: ignore[attr-defined]
+    calls: List[str] = []
+    pause, seek = port.pause, port.seek
+    port.pause = lambda tps: (calls.append("pause"), pause(tps))
+    port.seek = lambda tp, off: (calls.append("seek"), seek(tp, off))
+    c.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
+    events: List[Tuple[int, str, str, int]] = []
+    began = time.monotonic()
+    oracle = _drain({"c": c}, 6 * len(KEYS), events)
+    took = time.monotonic() - began
+    assert oracle.violations == [] and oracle.duplicates == 0
+    assert c.stall_seconds, "partition 1 was held at its gate"
+    assert calls == [], "held without a pause or a seek: nothing was dropped to be fetched again"
+    assert took < 2.0
+
+
+def test_records_kept_in_hand_come_out_one_by_one_through_poll(
+    admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], make_consumer: Callable[..., OrderedConsumer],
+    topic: str,
+) -> None:
+    """The same replay through poll(): records kept in hand are delivered one
+    per call, in offset order, before anything fetched after them."""
+    producer = make_producer()
+    _one_split(admin, producer, topic)
+    c = make_consumer(**{"enable.auto.commit": True, "auto.commit.interval.ms": 50})
+    c.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
+    oracle = OrderingOracle()
+    last: Dict[int, int] = {}
+    got = 0
+    deadline = time.monotonic() + 30
+    while got < 6 * len(KEYS) and time.monotonic() < deadline:
+        m = c.poll(0.05)
+        if m is None:
+            continue
+        assert m.error() is None, m.error()
+        assert m.offset() > last.get(m.partition(), -1), "offsets of a partition go up"
+        last[m.partition()] = m.offset()
+        oracle.delivered_value(m.key(), m.value(), f"p{m.partition()}@{m.offset()}")
+        got += 1
+    assert got == 6 * len(KEYS) and oracle.violations == [] and oracle.duplicates == 0
+    assert c.stall_seconds
+    c.commit(asynchronous=False)
+    ends = [tp.offset for tp in c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=5)]
+    assert ends == [last[0] + 1, last[1] + 1]

@@ -409,3 +409,117 @@ def test_records_of_a_held_partition_that_arrive_anyway_are_held_again() -> None
     assert core.admit_run((TOPIC, 4), 100, lambda i: 5 + i) == 0
     assert port.position[(TOPIC, 4)] == held_at and (TOPIC, 4) in port.paused
     assert core.positions([(TOPIC, 4)]) == {(TOPIC, 4): held_at}
+
+
+class Rec:
+    """A fetched record as the core's kept records see it."""
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+
+def _in_hand_core() -> Tuple[GatingCore, FakePort]:
+    """A member holding in hand that owns the gate's source (partition 0) too."""
+    core, port = _core()
+    core.keep_in_hand = True
+    core.assigned_at({(TOPIC, 0): 0})
+    return core, port
+
+
+def _process_the_source(core: GatingCore, port: FakePort) -> None:
+    port.position[(TOPIC, 0)] = 10  # this member delivered partition 0 up to the wait
+    core.begin_poll()
+
+
+def test_a_hold_in_hand_neither_pauses_nor_seeks_and_its_release_does_not_resume() -> None:
+    # Pausing makes librdkafka drop what it prefetched; the refetch after the
+    # release then waits behind the Fetch in flight (a long poll of up to
+    # fetch.wait.max.ms once the other partitions are caught up).
+    core, port = _in_hand_core()
+    tp = (TOPIC, 1)
+    port.position[tp] = 8  # the client fetched 0-7
+    assert core.admit_run(tp, 8, lambda i: i) == 5
+    assert core.in_hand(tp) and tp in core.held() and core.kept == {tp: []}
+    assert port.calls == [] and port.paused == set(), "no pause, no seek: nothing is fetched twice"
+    core.kept[tp] += [Rec(5), Rec(6), Rec(7)]
+    assert core.positions([tp]) == {tp: 5}, "held records are not processed"
+    core.settle()
+    assert not core.calm.quiet
+    _process_the_source(core, port)
+    assert tp not in core.held() and not core.in_hand(tp) and port.calls == []
+    assert core.positions([tp]) == {tp: 5}, "kept records of a released partition are not processed either"
+    core.settle()
+    assert not core.calm.quiet, "kept records are delivered by the full path"
+    core.kept.pop(tp)
+    assert core.positions([tp]) == {tp: 8}
+
+
+def test_a_hold_in_hand_that_keeps_too_much_becomes_a_pause() -> None:
+    core, port = _in_hand_core()
+    tp = (TOPIC, 1)
+    core.admit_run(tp, 7, lambda i: i)
+    core.kept[tp] += [Rec(5), Rec(6)]
+    core.pause_in_hand(tp)
+    assert not core.in_hand(tp) and tp not in core.kept and tp in core.held()
+    assert tp in port.paused and port.position[tp] == 5
+    _process_the_source(core, port)
+    assert tp not in port.paused
+
+
+def test_kept_records_go_back_to_the_client_on_rewind_revoke_seek_and_user_pause() -> None:
+    tp = (TOPIC, 1)
+    # a rewind: holds in hand become pauses at the hold
+    core, port = _in_hand_core()
+    core.admit_run(tp, 7, lambda i: i)
+    core.kept[tp] += [Rec(5), Rec(6)]
+    core.rewind({tp: 7})
+    assert tp in port.paused and port.position[tp] == 5 and not core.kept
+    # a rewind after the release: the client seeks back to the first kept record
+    core, port = _in_hand_core()
+    core.admit_run(tp, 7, lambda i: i)
+    core.kept[tp] += [Rec(5), Rec(6)]
+    _process_the_source(core, port)
+    core.rewind({tp: 7})
+    assert port.position[tp] == 5 and not core.kept and tp not in port.paused
+    # a revoke forgets them, and resumes nothing (nothing was paused)
+    core, port = _in_hand_core()
+    core.admit_run(tp, 7, lambda i: i)
+    core.kept[tp] += [Rec(5)]
+    core.revoked([tp])
+    assert not core.kept and not core.in_hand(tp) and port.calls == []
+    # the application's seek: the client fetches from there
+    core, port = _in_hand_core()
+    core.admit_run(tp, 7, lambda i: i)
+    core.kept[tp] += [Rec(5)]
+    core.seeked(tp, 2)
+    assert not core.kept and tp not in core.held() and ("resume", (tp,)) not in port.calls
+    # the application's pause: a held partition is paused at its hold
+    core, port = _in_hand_core()
+    core.admit_run(tp, 7, lambda i: i)
+    core.kept[tp] += [Rec(5)]
+    core.user_pause([tp])
+    assert not core.kept and port.position[tp] == 5 and tp in port.paused
+    _process_the_source(core, port)
+    assert tp in port.paused, "still paused by the application"
+    # a partition the application paused is held by a pause, never in hand
+    core, port = _in_hand_core()
+    core.user_pause([tp])
+    core.admit_run(tp, 7, lambda i: i)
+    assert not core.in_hand(tp) and port.position[tp] == 5
+
+
+def test_a_gate_waiting_on_a_partition_this_member_does_not_own_holds_by_a_pause() -> None:
+    # Only this member's own progress opens a gate soon; one that waits for
+    # another member's commits may stay closed long (the records would pile
+    # up in hand, and a client that keeps fetching the held partition hands
+    # out records that fill no batch).
+    core, port = _core()  # owns partition 1 only; its gate waits on partition 0
+    core.keep_in_hand = True
+    tp = (TOPIC, 1)
+    assert core.admit_run(tp, 7, lambda i: i) == 5
+    assert not core.in_hand(tp) and tp in port.paused and port.position[tp] == 5
+    core2, port2 = _core()
+    core2.keep_in_hand = True
+    core2.assigned_at({(TOPIC, 0): 0})
+    assert core2.admit_run(tp, 7, lambda i: i) == 5
+    assert core2.in_hand(tp) and port2.paused == set()

@@ -79,3 +79,20 @@ def test_seek_to_a_logical_offset_forgets_the_position() -> None:
     assert parts[A].position is None and parts[A].processed == 12
     parts.refetch(A, 10)
     assert parts[A].position == 10
+
+
+def test_a_hold_in_hand_is_a_kind_of_hold_every_transition_ends() -> None:
+    parts = Partitions()
+    for tp in (A, B, C):
+        parts.own(tp)
+    parts.hold(A, 5, 1.0, 1.0, in_hand=True)
+    parts.hold(B, 6, 1.0, 1.0)
+    parts.hold(C, 7, 1.0, 1.0, in_hand=True)
+    assert parts.held == {A, B, C} and parts.in_hand == {A, C} and parts[A].in_hand and not parts[B].in_hand
+    parts.pause_hold(A)  # in hand -> paused: still held
+    assert parts.held == {A, B, C} and parts.in_hand == {C} and not parts[A].in_hand
+    parts.release(C, 2.0)
+    assert C not in parts.held and parts.in_hand == set() and not parts[C].in_hand
+    parts.hold(C, 8, 3.0, 3.0, in_hand=True)
+    parts.disown(C, keep_as_source=True)
+    assert parts.in_hand == set() and not parts[C].in_hand

@@ -1,0 +1,96 @@
+"""OrderedConsumer's C-level pass over a fetch of one topic (stamped records
+looked at one by one) decides as its per-record loop: same runs, same
+stamps removed, same move tombstones."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, List, Set
+
+import pytest
+
+from kafka_ordered import tokens
+from kafka_ordered.confluent._consumer import OrderedConsumer
+from kafka_ordered.tombstones import HEADER as MOVED
+
+TOPIC = "t"
+LOG = "log1"
+
+
+class _Core:
+    def __init__(self, topics: Set[str], managed: Set[str]) -> None:
+        self._topics, self._managed = topics, managed
+        self.freshness = type("F", (), {"log_id": LOG})()
+
+    def owned_topics(self) -> Set[str]:
+        return self._topics
+
+    def managed(self, topic: str) -> bool:
+        return topic in self._managed
+
+    def managed_after_stamp(self, topic: str, stamp: int) -> bool:
+        return topic in self._managed
+
+
+class _Consumer:
+    _runs = OrderedConsumer._runs
+    _runs_of_one_topic = OrderedConsumer._runs_of_one_topic
+    _runs_per_record = OrderedConsumer._runs_per_record
+
+    def __init__(self, core: _Core) -> None:
+        self._core = core
+
+
+def _batch(rng: random.Random) -> List[Any]:
+    from confluent_kafka import Message
+
+    out = []
+    offsets = {p: rng.randint(0, 50) for p in range(4)}
+    for _ in range(rng.randint(1, 60)):
+        p = rng.randrange(4)
+        offsets[p] += rng.choice([1, 1, 1, 2])
+        h: Any = None
+        r = rng.random()
+        if r < 0.3:
+            h = [(tokens.HEADER, tokens.encode(LOG, rng.randint(0, 30)))]
+        elif r < 0.35:
+            h = [(tokens.HEADER, tokens.encode("otherlog", 3)), ("app", b"x")]
+        elif r < 0.4:
+            h = [(tokens.HEADER, tokens.encode(LOG, 2)), (MOVED, b"3")]
+        elif r < 0.45:
+            h = [("app", b"y")]
+        value = None if h and any(k == MOVED for k, _ in h) else b"v"
+        try:
+            out.append(Message(topic=TOPIC, partition=p, offset=offsets[p], key=b"k", value=value, headers=h))
+        except (TypeError, ValueError):
+            pytest.skip("the client's Message takes no such headers")
+    return out
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_the_one_topic_pass_decides_as_the_per_record_loop(seed: int) -> None:
+    rng = random.Random(seed)
+    batch = _batch(rng)
+
+    def clone(ms: List[Any]) -> List[Any]:
+        return [type(m)(topic=m.topic(), partition=m.partition(), offset=m.offset(), key=m.key(), value=m.value(),
+                        headers=m.headers()) for m in ms]
+
+    copy, third = clone(batch), clone(batch)
+    c = _Consumer(_Core({TOPIC}, {TOPIC}))
+    moved_a: List[Any] = []
+    moved_b: List[Any] = []
+    a = c._runs_of_one_topic(batch, moved_a)
+    b = c._runs_per_record(copy, moved_b)
+    assert a is not None
+    assert sorted(a, key=lambda r: r.tp) == sorted(b, key=lambda r: r.tp)
+    assert [m.headers() for m in batch] == [m.headers() for m in copy]
+    assert [(m.partition(), m.offset()) for m in moved_a] == [(m.partition(), m.offset()) for m in moved_b]
+    assert sorted(c._runs(third, []), key=lambda r: r.tp) == sorted(b, key=lambda r: r.tp)
+
+
+def test_the_one_topic_pass_leaves_other_fetches_to_the_per_record_loop() -> None:
+    rng = random.Random(1)
+    batch = _batch(rng)
+    assert _Consumer(_Core({TOPIC, "u"}, {TOPIC}))._runs_of_one_topic(batch, []) is None
+    assert _Consumer(_Core({TOPIC}, set()))._runs_of_one_topic(batch, []) is None
