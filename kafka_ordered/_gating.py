@@ -683,7 +683,9 @@ class GatingCore:
         self._scope += 1
         self.calm.quiet = False
         if in_hand:
-            self.kept[tp] = []
+            # Records still kept from an earlier hold (released, not yet all
+            # delivered) are the first held ones: the client is past them.
+            self.kept.setdefault(tp, [])
         else:
             self.kept.pop(tp, None)
             self.freshness.moved(tp, offset)

@@ -440,7 +440,9 @@ class OrderedConsumer:
                     size = sizes[tp] = ((sizes.get(tp, 0) if recs else 0)
                                         + len(m.value() or b"") + len(m.key() or b""))
                     recs.append(m)
-                    if len(recs) > KEEP_IN_HAND_RECORDS or size > KEEP_IN_HAND_BYTES:
+                    if (len(recs) > KEEP_IN_HAND_RECORDS or size > KEEP_IN_HAND_BYTES) and core.in_hand(tp):
+                        # (Only a hold in hand becomes a pause and is sought back; records
+                        # of a released partition are kept whatever their number.)
                         full.add(tp)
         for tp in full:
             core.pause_in_hand(tp)

@@ -454,6 +454,30 @@ def test_a_hold_in_hand_neither_pauses_nor_seeks_and_its_release_does_not_resume
     assert core.positions([tp]) == {tp: 8}
 
 
+def test_a_released_partition_held_again_at_its_kept_records_keeps_them() -> None:
+    """Found by the chaos suite (seed 8, CI): a partition released with
+    records still in hand, then held again before they were delivered (a
+    second gate on it starts at the first of them), lost them: the new hold
+    started an empty list of kept records, and the client, never sought
+    back, was already past them. The group then committed past them."""
+    core, port = _in_hand_core()
+    tp = (TOPIC, 1)
+    port.position[tp] = 8
+    assert core.admit_run(tp, 8, lambda i: i) == 5
+    core.kept[tp] += [Rec(5), Rec(6), Rec(7)]
+    _process_the_source(core, port)
+    assert tp not in core.held() and [r.offset for r in core.kept[tp]] == [5, 6, 7]
+    # another producer's gate on partition 1, also from offset 5, waiting on 0 up to 20
+    history = core.follower.history
+    history.apply(history.next_offset, TOPIC.encode(), encode_registration(TOPIC, "q", True, 2, 1, {1: (5, {0: 20})})[1])
+    core.refresh_gates(force=True)
+    core.maintain()
+    assert tp in core.held()
+    assert [r.offset for r in core.kept.get(tp, [])] == [5, 6, 7] or port.position[tp] == 5, \
+        "the held records are kept, or the client is sought back to them"
+    assert core.positions([tp]) == {tp: 5}
+
+
 def test_a_hold_in_hand_that_keeps_too_much_becomes_a_pause() -> None:
     core, port = _in_hand_core()
     tp = (TOPIC, 1)
