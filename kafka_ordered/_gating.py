@@ -687,10 +687,7 @@ class GatingCore:
             # delivered) are the first held ones: the client is past them.
             self.kept.setdefault(tp, [])
         else:
-            self.kept.pop(tp, None)
-            self.freshness.moved(tp, offset)
-            self.port.pause([tp])
-            self.port.seek(tp, offset)
+            self._pause_at(tp, offset)
         waits = {q: w for q, (w, _) in next((g.waiting_on for g in self.gate_status()
                                               if (g.topic, g.partition) == tp), {}).items()}
         log.info("%s [%d] held at offset %d by a gate waiting for %s", tp[0], tp[1], offset,
@@ -726,12 +723,17 @@ class GatingCore:
         if tp not in self.parts.in_hand:
             return
         self.parts.pause_hold(tp)
-        self.kept.pop(tp, None)
         held = self.parts[tp].held
         assert held is not None
-        self.freshness.moved(tp, held)
+        self._pause_at(tp, held)
+
+    def _pause_at(self, tp: TP, offset: int) -> None:
+        """A hold by a pause: the client stops ``tp`` and fetches it again
+        from ``offset`` once resumed (records kept of it go)."""
+        self.kept.pop(tp, None)
+        self.freshness.moved(tp, offset)
         self.port.pause([tp])
-        self.port.seek(tp, held)
+        self.port.seek(tp, offset)
 
     def _drop_kept(self, tp: TP) -> None:
         """Give the records kept of ``tp`` back to the client: a hold in hand

@@ -42,7 +42,8 @@ The model
     read is its own step, so other producers' appends interleave between them
     — then ``append`` the registration to the layout log and switch (the buffer
     is sent under the new layout). ``reverse_reads=True`` reads the starts
-    first (through the core's test-only knob ``RegisteringCore.reads_first``). Without sources there is no flush and no read; a stable id still
+    first (through the core's test-only knob ``RegisteringCore.reads_first``).
+    Without sources there is no flush and no read; a stable id still
     appends a gate-less registration when its last one is for another epoch;
   - *restart* (crash): per partition a random prefix of the in-flight records
     is acknowledged, the rest (and the buffer) is lost — unacknowledged records
