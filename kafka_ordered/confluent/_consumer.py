@@ -108,7 +108,13 @@ class OrderedConsumer:
     ``topic.metadata.refresh.interval.ms`` defaults to
     :data:`METADATA_REFRESH_MS` (librdkafka: 300000) so that a subscribed
     group takes on the partitions an expansion creates within seconds; an
-    explicit value is kept.
+    explicit value is kept. A partition held at a gate whose sources this
+    consumer owns itself is held *in hand*: the records fetched from the
+    gate on stay in this process's memory, up to
+    :data:`KEEP_IN_HAND_RECORDS` records or :data:`KEEP_IN_HAND_BYTES`
+    bytes per partition, and are delivered once the gate opens; past that,
+    or at a gate that waits on other members, the partition is paused and
+    fetched again later.
     """
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -296,7 +302,10 @@ class OrderedConsumer:
     def assign(self, partitions: List[TopicPartition], *,
                listener: Optional[PartitionKeyRebalanceListener] = None) -> None:
         """Manual assignment (no group rebalancing); gates still apply.
-        ``listener`` as for :meth:`subscribe`."""
+        ``listener`` as for :meth:`subscribe`. When every partition has an
+        explicit offset the client starts fetching at once; if reading the
+        layout log then fails, the assignment is taken back before the
+        error is raised."""
         if listener is not None:
             if not isinstance(listener, PartitionKeyRebalanceListener):
                 raise TypeError("listener must be a PartitionKeyRebalanceListener")
