@@ -208,7 +208,14 @@ class GatingCore:
         self.calm.quiet = False
         self._scope += 1
         self._dirty = True
-        history = self.follower.sync()  # a topic may have become managed a moment ago
+        # Where a partition without a commit starts depends on its layout
+        # (gates.start_position), unless the reset policy is the log start
+        # anyway: then a topic the view does not know as managed yet starts
+        # there by the client's own reset.
+        decide = any(committed.get(tp, -1) < 0 and (self.opts.reset != "earliest" or (forced and tp in forced))
+                     for tp in tps)
+        # A topic may have become managed a moment ago.
+        history = self.follower.sync() if decide and self.opts.gating else self.follower.history
         earliest: List[TP] = []
         latest: List[TP] = []
         new: List[TP] = []
@@ -240,19 +247,26 @@ class GatingCore:
         for tp, off in starts.items():
             self.parts.start(tp, off, commit=True)
             self.keeper.forget_announcements(tp, off)
-        # The sync above came after the committed positions were fixed; only
-        # starts resolved since need another.
         at = {tp: committed[tp] if committed.get(tp, -1) >= 0 else starts[tp]
               for tp in tps if committed.get(tp, -1) >= 0 or tp in starts}
-        self._cover(at, synced=not starts)
+        if self.opts.gating:
+            # A sync above came after the committed positions were fixed; the
+            # others are owed one catch-up, made by the first fetch, while the
+            # client fetches (docs/protocol.md, "one catch-up per assignment").
+            for tp, off in at.items():
+                if decide and tp not in starts:
+                    self.freshness.cover({tp: off})
+                else:
+                    self.freshness.jumped(tp, off)
         self._load(new)
         self.refresh_gates(force=True)
         return at
 
-    def assigned_at(self, offsets: Mapping[TP, int], synced: bool = False) -> None:
+    def assigned_at(self, offsets: Mapping[TP, int]) -> None:
         """Record partitions assigned at explicit offsets (nothing to resolve).
-        ``synced``: the layout view was caught up after the application gave
-        them (an :meth:`assigned` of the rest of the same assignment did)."""
+        The offsets count as fixed (the application observed them before the
+        call): the first fetch after this call catches the layout view up
+        once for all of them."""
         self.calm.quiet = False
         self._scope += 1
         self._dirty = True
@@ -262,25 +276,13 @@ class GatingCore:
             if fresh:
                 new.append(tp)
             self._owned_topics = None
-            self.freshness.jumped(tp)
+            self.freshness.jumped(tp, off)
             self.parts.start(tp, off)
             self.keeper.forget_announcements(tp, off)
         self.parts.commits_unknown(new)
         if offsets:
-            self._cover(offsets, synced)
             self._load(new)
             self.refresh_gates(force=True)
-
-    def _cover(self, positions: Mapping[TP, int], synced: bool = False) -> None:
-        """One catch-up for a whole assignment, after every position in it was
-        fixed (docs/protocol.md, "one catch-up per assignment"), instead of
-        one at the first fetch of each partition. Explicit offsets count as
-        fixed: the application observed them before the call. ``synced``:
-        the view was already caught up after every position was fixed."""
-        if positions and self.opts.gating:
-            if not synced:
-                self.follower.sync()
-            self.freshness.cover(positions)
 
     def _load(self, tps: Sequence[TP]) -> None:
         """Track the gates that touch newly owned partitions, from registrations
@@ -530,15 +532,32 @@ class GatingCore:
         core (see :class:`Calm`) until the next auto-commit or until an event
         needs work. Records fetched meanwhile are still checked for the
         causal-token rule (stamps, gaps) on the way; one that needs a
-        catch-up takes the full path."""
+        catch-up takes the full path.
+
+        Partitions held by a pause at gates that wait on other members do
+        not end the calm: it then lasts until the sources' commits are read
+        again (every ``ordered.commit.interval.ms`` / 2), and records of a
+        held partition that a client hands out anyway take the full path
+        (:attr:`Calm.held`). A gate opened by another member meanwhile is
+        seen at the first poll after that, or when a poll's own wait ends,
+        so at most one poll timeout later."""
         calm = self.calm
         gating = self.opts.gating
         keeper = self.keeper
-        if (self.parts.held or self.kept or self.parts.init_commit or self._dirty or keeper.waited_on()
-                or (gating and (keeper.has_closed() or (self._listener is not None and keeper.has_announcements())))):
+        parts = self.parts
+        closed = gating and keeper.has_closed()
+        if (parts.in_hand or self.kept or parts.init_commit or self._dirty or keeper.waited_on()
+                or (self.to_inspect(self.watched()) if closed else parts.held)
+                or (gating and self._listener is not None and keeper.has_announcements())):
             calm.quiet = False
             return
         calm.until = self.last_commit + self.opts.auto_commit_interval if self.opts.auto_commit else float("inf")
+        if closed:
+            # Every closed gate holds its partition by a pause and waits on
+            # other members: it is looked at again when their commits are
+            # read again (see maintain).
+            calm.until = min(calm.until, self._committed_at + self.opts.commit_interval / 2)
+        calm.held = frozenset(parts.held)
         calm.managed = frozenset(t for t in self.owned_topics() if self.managed(t)) if gating else frozenset()
         # Stamps the view includes cost the calm check only their removal.
         log_id = self.freshness.log_id

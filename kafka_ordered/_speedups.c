@@ -1077,13 +1077,15 @@ monotonic_s(void)
  * (monotonic seconds: the next auto-commit) before which a fetch may be
  * returned untouched; expected: {(topic, partition): next offset} of the
  * causal-token rule (shared with kafka_ordered._freshness); managed: the
- * topics with a layout, whose records are checked (see calm_admits). */
+ * topics with a layout, whose records are checked (see calm_admits); held:
+ * {(topic, partition)} held by a pause at a gate, whose records never pass. */
 typedef struct {
     PyObject_HEAD
     char quiet;
     double until;
     PyObject *expected;
     PyObject *managed;
+    PyObject *held;
     PyObject *stamp_prefix; /* b"<this consumer's layout-log id>:" (None: unknown) */
     long long view_next;    /* the view includes every layout-log offset below */
 } Calm;
@@ -1103,9 +1105,10 @@ calm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->until = -Py_HUGE_VAL;
     self->expected = PyDict_New();
     self->managed = PyFrozenSet_New(NULL);
+    self->held = PyFrozenSet_New(NULL);
     self->stamp_prefix = Py_NewRef(Py_None);
     self->view_next = 0;
-    if (self->expected == NULL || self->managed == NULL) {
+    if (self->expected == NULL || self->managed == NULL || self->held == NULL) {
         Py_DECREF(self);
         return NULL;
     }
@@ -1117,6 +1120,7 @@ calm_traverse(Calm *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->expected);
     Py_VISIT(self->managed);
+    Py_VISIT(self->held);
     Py_VISIT(self->stamp_prefix);
     return 0;
 }
@@ -1126,6 +1130,7 @@ calm_clear(Calm *self)
 {
     Py_CLEAR(self->expected);
     Py_CLEAR(self->managed);
+    Py_CLEAR(self->held);
     Py_CLEAR(self->stamp_prefix);
     return 0;
 }
@@ -1193,6 +1198,23 @@ calm_set_managed(Calm *self, PyObject *value, void *closure)
     return 0;
 }
 
+static PyObject *
+calm_get_held(Calm *self, void *closure)
+{
+    return Py_NewRef(self->held);
+}
+
+static int
+calm_set_held(Calm *self, PyObject *value, void *closure)
+{
+    if (value == NULL || !PyAnySet_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "held must be a set or frozenset");
+        return -1;
+    }
+    Py_SETREF(self->held, Py_NewRef(value));
+    return 0;
+}
+
 static PyMemberDef calm_members[] = {
     {"until", T_DOUBLE, offsetof(Calm, until), 0, "monotonic deadline for returning fetches untouched"},
     {"stamp_prefix", T_OBJECT, offsetof(Calm, stamp_prefix), 0, "b'<layout-log id>:' of this consumer's stamps"},
@@ -1205,6 +1227,8 @@ static PyGetSetDef calm_getset[] = {
     {"expected", (getter)calm_get_expected, (setter)calm_set_expected,
      "{(topic, partition): next offset expected} (a dict)", NULL},
     {"managed", (getter)calm_get_managed, (setter)calm_set_managed, "topics whose records are checked (a set)", NULL},
+    {"held", (getter)calm_get_held, (setter)calm_set_held,
+     "(topic, partition) held by a pause at a gate: their records take the full path (a set)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1216,7 +1240,7 @@ static PyTypeObject CalmType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_traverse = (traverseproc)calm_traverse,
     .tp_clear = (inquiry)calm_clear,
-    .tp_doc = "Calm()\n--\n\nquiet, until, expected, managed (see kafka_ordered._fastpath).",
+    .tp_doc = "Calm()\n--\n\nquiet, until, expected, managed, held (see kafka_ordered._fastpath).",
     .tp_members = calm_members,
     .tp_getset = calm_getset,
     .tp_new = calm_new,
@@ -1475,6 +1499,10 @@ calm_admits(Calm *calm, PyObject *res)
         Py_DECREF(part);
         Py_XSETREF(prev_topic, topic);
         if (key == NULL) { ok = -1; break; }
+        if (PySet_GET_SIZE(calm->held)) {
+            c = PySet_Contains(calm->held, key);
+            if (c != 0) { ok = c < 0 ? -1 : 0; break; }
+        }
         v = PyDict_GetItemWithError(calm->expected, key); /* borrowed */
         if (v == NULL) {
             ok = PyErr_Occurred() ? -1 : 0;

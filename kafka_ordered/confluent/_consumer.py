@@ -222,30 +222,21 @@ class OrderedConsumer:
         resolve = [(p.topic, p.partition) for p in partitions if p.offset < 0 and (p.topic, p.partition) not in forced]
         committed = self._core.port.committed(resolve) if resolve else {}
         starts = self._core.assigned(resolve + list(forced), committed, forced)
-        self._core.assigned_at(explicit, synced=bool(resolve or forced))
+        self._core.assigned_at(explicit)
         for p in partitions:
             off = starts.get((p.topic, p.partition))
             if off is not None:
                 p.offset = off
 
-    def _assign_started(self, partitions: List[TopicPartition], assign: Callable[[List[TopicPartition]], None],
-                        undo: Callable[[], None]) -> None:
+    def _assign_started(self, partitions: List[TopicPartition], assign: Callable[[List[TopicPartition]], None]
+                        ) -> None:
         """``assign`` (the client's ``assign`` or ``incremental_assign``) at
-        the start positions. When the application gave every offset there is
-        nothing to resolve first: the client starts fetching while the core
-        catches up on the layout log (nothing is delivered before that; if
-        that fails, ``undo`` takes the assignment back)."""
-        if partitions and all(p.offset >= 0 for p in partitions):
-            assign(partitions)
-            try:
-                self._start_positions(partitions)
-            except BaseException:
-                self._core.revoked([(p.topic, p.partition) for p in partitions])
-                undo()  # never fetch what the core does not gate
-                raise
-        else:
-            self._start_positions(partitions)
-            assign(partitions)
+        the start positions, once the core recorded them: the client never
+        fetches a partition the core does not gate. (At explicit offsets
+        recording them reads nothing: the layout log is caught up by the
+        first fetch, while the client fetches.)"""
+        self._start_positions(partitions)
+        assign(partitions)
         self._resume_assigned(partitions)
 
     def _resume_assigned(self, partitions: List[TopicPartition]) -> None:
@@ -302,16 +293,13 @@ class OrderedConsumer:
     def assign(self, partitions: List[TopicPartition], *,
                listener: Optional[PartitionKeyRebalanceListener] = None) -> None:
         """Manual assignment (no group rebalancing); gates still apply.
-        ``listener`` as for :meth:`subscribe`. When every partition has an
-        explicit offset the client starts fetching at once; if reading the
-        layout log then fails, the assignment is taken back before the
-        error is raised."""
+        ``listener`` as for :meth:`subscribe`."""
         if listener is not None:
             if not isinstance(listener, PartitionKeyRebalanceListener):
                 raise TypeError("listener must be a PartitionKeyRebalanceListener")
             self._core.listener = listener
         self._core.revoked(list(self._core.owned))
-        self._assign_started(partitions, self._consumer.assign, self._consumer.unassign)
+        self._assign_started(partitions, self._consumer.assign)
 
     def unassign(self) -> None:
         """``Consumer.unassign``."""
@@ -321,8 +309,7 @@ class OrderedConsumer:
     def incremental_assign(self, partitions: List[TopicPartition]) -> None:
         """``Consumer.incremental_assign``, through the gates: start positions
         are resolved as for a subscription and gates apply."""
-        self._assign_started(partitions, self._consumer.incremental_assign,
-                             lambda: self._consumer.incremental_unassign(partitions))
+        self._assign_started(partitions, self._consumer.incremental_assign)
 
     def incremental_unassign(self, partitions: List[TopicPartition]) -> None:
         """``Consumer.incremental_unassign``; the partitions' gate state is dropped."""

@@ -349,9 +349,8 @@ def test_an_assignment_at_explicit_offsets_the_core_fails_to_record_is_taken_bac
     admin: LayoutAdmin, make_consumer: Callable[..., OrderedConsumer], topic: str, unique: Callable[[str], str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """At explicit offsets the client's assignment comes first (it fetches
-    while the core catches up on the layout log); when the core then fails,
-    the client must not keep fetching partitions no gate covers."""
+    """When the core fails to record an assignment, the client must not
+    fetch partitions no gate covers."""
     admin.create_topic(topic, 2)
     consumer = make_consumer(unique("group"))
 

@@ -625,6 +625,40 @@ def test_calm_fetch_is_returned_untouched_only_when_the_token_rule_needs_nothing
         assert calm.expected == start, case
 
 
+@pytest.mark.parametrize("messages", MESSAGE_KINDS, indirect=True)
+@pytest.mark.parametrize("impl", _impls())
+@pytest.mark.parametrize("case, fetched, admitted", [
+    ("other partitions", [_Msg("t", 0, 5), _Msg("t", 0, 6)], True),
+    ("the held partition", [_Msg("t", 1, 3)], False),
+    ("the held partition after another", [_Msg("t", 0, 5), _Msg("t", 1, 3), _Msg("t", 1, 4)], False),
+])
+def test_records_of_a_held_partition_never_pass_the_calm_check(
+        impl: str, case: str, fetched: Any, admitted: bool, messages: Callable[[Any], Any]) -> None:
+    """A calm beside a partition held by a pause (its gate waits on another
+    member): a client that hands out records of it anyway (aiokafka forgets
+    pauses) sends the fetch through the full path, which holds them again,
+    even at the offset the causal-token rule expects."""
+    calm = _calm(impl)
+    calm.quiet, calm.until = True, time.monotonic() + 60
+    calm.managed = frozenset({"t"})
+    calm.held = frozenset({("t", 1)})
+    start = {("t", 0): 5, ("t", 1): 3}
+    calm.expected.update(start)
+    calls: List[Any] = []
+    fetched = messages(fetched)
+    got = _fetch_path(impl, calm, fetched, calls)(1.0)
+    assert (got is fetched) is admitted, case
+    if not admitted:
+        assert got == ("after", fetched) and calm.expected == start, case
+    open_tp, held_tp = _KTP("t", 0), _KTP("t", 1)
+    by_runs = _fastpath.PyCalm()
+    by_runs.managed, by_runs.held = frozenset({"t"}), frozenset({("t", 1)})
+    by_runs.expected.update(start)
+    assert not _fastpath.admits_runs(by_runs, {open_tp: [_Rec(5, [])], held_tp: [_Rec(3, [])]})
+    assert by_runs.expected == start
+    assert _fastpath.admits_runs(by_runs, {open_tp: [_Rec(5, [])]}) and by_runs.expected == {("t", 0): 6, ("t", 1): 3}
+
+
 @pytest.mark.parametrize("impl", _impls())
 def test_calm_expected_offsets_are_the_freshness_dict(impl: str) -> None:
     """The calm path and the full path keep one set of expected offsets (the

@@ -147,8 +147,8 @@ def test_an_assignment_catches_up_once_and_a_seek_or_gap_at_the_next_fetch() -> 
     core.revoked([other])
     view.calls.clear()
     core.assigned_at({tp: 0, other: 7})
-    assert view.calls == [("sync", None)]  # the assignment's one catch-up, after its positions were fixed
-    core.ensure_fresh([Run(tp, 0, 9, 10)])  # first fetch after the assignment: at its position, nothing
+    assert view.calls == []  # recording the assignment reads nothing
+    core.ensure_fresh([Run(tp, 0, 9, 10)])  # the first fetch after it: the assignment's one catch-up
     core.ensure_fresh([Run(tp, 10, 19, 10)])  # the next one follows on: nothing
     assert view.calls == [("sync", None)]
     core.ensure_fresh([Run(other, 9, 9, 1)])  # a first fetch past its position (a record gone): to the end
@@ -166,19 +166,46 @@ def test_an_assignment_catches_up_once_and_a_seek_or_gap_at_the_next_fetch() -> 
 
 def test_an_assignment_of_explicit_and_resolved_offsets_catches_up_once() -> None:
     """The confluent adapter records an assignment in two calls (resolved
-    starts, then explicit offsets); the first call's catch-up came after the
-    application gave the explicit offsets, so the second makes none; an
-    empty call makes none either."""
+    starts, then explicit offsets). Neither reads the layout log when no
+    start depends on a layout (committed offsets, reset to the log start):
+    the first fetch catches up once for every partition (their positions
+    were fixed before it); an empty call reads nothing either."""
+    from kafka_ordered.tokens import Run
+
     core, port = _core()
     view = core.follower
     core.revoked([(TOPIC, 1)])
     view.calls.clear()
     assert core.assigned([], {}) == {}
-    assert view.calls == []
     starts = core.assigned([(TOPIC, 0)], {(TOPIC, 0): 3})
-    core.assigned_at({(TOPIC, 1): 7}, synced=True)
+    core.assigned_at({(TOPIC, 1): 7})
     assert starts == {(TOPIC, 0): 3}
+    assert view.calls == []
+    core.ensure_fresh([Run((TOPIC, 1), 7, 8, 2)])
+    core.ensure_fresh([Run((TOPIC, 0), 3, 3, 1)])
     assert view.calls == [("sync", None)]
+
+
+def test_a_start_that_depends_on_the_layout_is_resolved_on_a_fresh_view() -> None:
+    """With ``auto.offset.reset=latest`` a partition without a commit starts
+    by its layout (a partition added by an expansion starts at its log
+    start): the view is caught up first, and that catch-up came after the
+    committed offsets were read, so their first fetches need none; the
+    resolved starts are owed one, made by the first fetch."""
+    from kafka_ordered.tokens import Run
+
+    core, port = _core()
+    core.opts.reset = "latest"
+    view = core.follower
+    core.revoked([(TOPIC, 1)])
+    view.calls.clear()
+    starts = core.assigned([(TOPIC, 0), (TOPIC, 1)], {(TOPIC, 0): 3})
+    assert view.calls == [("sync", None)]
+    assert starts == {(TOPIC, 0): 3, (TOPIC, 1): 0}  # partition 1 came with the expansion: its log start
+    core.ensure_fresh([Run((TOPIC, 0), 3, 3, 1)])
+    assert view.calls == [("sync", None)]
+    core.ensure_fresh([Run((TOPIC, 1), 0, 0, 1)])
+    assert view.calls == [("sync", None)] * 2
 
 
 def test_partitions_sought_together_share_one_catch_up() -> None:
@@ -547,3 +574,44 @@ def test_a_gate_waiting_on_a_partition_this_member_does_not_own_holds_by_a_pause
     core2.assigned_at({(TOPIC, 0): 0})
     assert core2.admit_run(tp, 7, lambda i: i) == 5
     assert core2.in_hand(tp) and port2.paused == set()
+
+
+def test_calm_while_every_closed_gate_is_held_by_a_pause() -> None:
+    """A member whose only gating work is a partition held by a pause at a
+    gate that waits on another member skips the core between the gate's
+    re-evaluations: the calm lasts until the next read of the sources'
+    commits, and records of the held partition fail the calm check (a client
+    that forgot the pause hands them out: the full path holds them again)."""
+    core, port, view = _grown_core(owned=[2, 3], gates=0)
+    view.append(encode_registration(TOPIC, "p", True, 1, 1, {2: (50, {0: 1000}), 3: (50, {0: 1000})})[1])
+    core._clock = lambda: now  # type: ignore[method-assign]
+    now = 100.0
+    core.begin_poll()
+    core.settle()
+    assert not core.calm.quiet, "closed gates on owned partitions not held yet"
+    assert core.admit_run((TOPIC, 2), 3, lambda i: 48 + i) == 2
+    core.settle()
+    assert not core.calm.quiet, "a closed gate on an owned partition not held yet"
+    assert core.admit_run((TOPIC, 3), 3, lambda i: 50 + i) == 0
+    assert core.held() == {(TOPIC, 2), (TOPIC, 3)} and port.paused == {(TOPIC, 2), (TOPIC, 3)}
+    core.begin_poll()
+    core.settle()
+    assert core.calm.quiet
+    assert core.calm.held == frozenset({(TOPIC, 2), (TOPIC, 3)})
+    # the sources' commits are read again at the next re-evaluation (every commit interval / 2)
+    assert core.calm.until == core._committed_at + OPTS["ordered.commit.interval.ms"] / 2000
+    port.commits[(TOPIC, 0)] = 2000
+    now += 0.2
+    core.begin_poll()
+    core.settle()
+    assert core.held() == set() and core.calm.quiet and core.calm.held == frozenset()
+    assert core.calm.until == float("inf")
+
+
+def test_no_calm_while_a_partition_is_held_in_hand_or_a_closed_gate_is_not_held() -> None:
+    core, port, view = _grown_core(owned=[0, 2, 3], gates=1)
+    core.keep_in_hand = True
+    assert core.admit_run((TOPIC, 2), 3, lambda i: 5 + i) == 0  # its source 0 is ours: held in hand
+    assert core.in_hand((TOPIC, 2)) and (TOPIC, 3) not in core.held()
+    core.settle()
+    assert not core.calm.quiet

@@ -321,12 +321,14 @@ def test_oracle_allows_replay_of_an_uncommitted_suffix() -> None:
         sim.register(0)
     sim.ack_all(0)
     p = sim.partition_of(1, k)
-    # The assignment's own catch-up (after its positions were fixed) covers
-    # the first fetch: no second one (docs/protocol.md, one catch-up per assignment).
+    # The first fetch makes the assignment's one catch-up (after its
+    # positions were fixed); later fetches make none (docs/protocol.md, one
+    # catch-up per assignment).
     assert sim.deliver(0, p, 1) == 1
-    assert sim.result().jump_catch_ups == 0
+    assert sim.result().jump_catch_ups == 1
     sim.commit(0)
     assert sim.deliver(0, p) == 3
+    assert sim.result().jump_catch_ups == 1
     sim.crash_member(0)
     assert sim.deliver(0, p) == 3  # 1, 2, 3 again
     r = sim.result()
