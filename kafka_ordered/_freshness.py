@@ -80,6 +80,28 @@ class CausalFreshness:
         self.expected.pop(tp, None)
         self.sought.pop(tp, None)
 
+    def pay_sought(self) -> None:
+        """Make now the catch-up to the end owed by partitions sought (or
+        assigned) to known offsets: it covers all of them (their positions
+        were fixed before this call), so their first fetches need none. Made
+        before those fetches, it overlaps the client's own fetching. Raises
+        what the catch-up raised (it is then still owed)."""
+        fatal = self.follower.fatal
+        if fatal is not None:
+            raise fatal
+        if self.sought and "jump" not in self.skip:
+            self._to_end()
+
+    def _to_end(self) -> None:
+        sought, self.sought = self.sought, {}
+        try:
+            self.follower.sync()
+        except BaseException:
+            self.sought.update(sought)
+            raise
+        self.syncs += 1
+        self.expected.update(sought)  # positions fixed before the catch-up
+
     def past(self, stamp: int) -> None:
         """Make the view include layout-log offset ``stamp`` (a stamp found
         outside the runs :meth:`admit` checks). Raises what the catch-up raised."""
@@ -103,14 +125,7 @@ class CausalFreshness:
         need = catch_up(self.follower.history.next_offset, runs, expected)
         try:
             if need.to_end:
-                sought, self.sought = self.sought, {}
-                try:
-                    self.follower.sync()
-                except BaseException:
-                    self.sought.update(sought)
-                    raise
-                self.syncs += 1
-                self.expected.update(sought)  # positions fixed before the catch-up
+                self._to_end()
             elif need.past is not None:
                 self.follower.catch_up_past(need.past)
                 self.catch_ups += 1

@@ -369,7 +369,11 @@ class GatingCore:
 
     def begin_poll(self) -> None:
         """The application processed what earlier polls returned: announce
-        crossed waits, refresh gates, commit if due."""
+        crossed waits, refresh gates, commit if due. A catch-up owed by an
+        assignment or seeks is made first, before the poll's fetch (the
+        client has been fetching since; see CausalFreshness.pay_sought)."""
+        if self.opts.gating and self.freshness.sought:
+            self.freshness.pay_sought()
         waited = self.keeper.waited_on()
         if waited and self.parts.commit_unknown:
             self._read_commits(waited)

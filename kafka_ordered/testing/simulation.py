@@ -1008,6 +1008,9 @@ class Simulation:
         ``deliver`` in order (with ``hide_tombstones=False`` also the move
         tombstones the core consumed, as a plain consumer applies them)."""
         core, client = m.core, m.client
+        # (A catch-up owed by an assignment or a seek may be made when the cycle begins.)
+        jump = (TOPIC, p) not in core.freshness.expected or bool(core.freshness.sought)
+        synced, caught = m.view.synced, m.view.caught_up
         cycle = core.poll_cycle(0.0)  # one fetch per poll
         start = client.pos[p]
         if p in client.paused:
@@ -1023,8 +1026,6 @@ class Simulation:
             off += 1
         client.pos[p] = fetched[-1].offset + 1 if fetched else off
         if fetched:
-            jump = (TOPIC, p) not in core.freshness.expected
-            synced, caught = m.view.synced, m.view.caught_up
             got = take(core, {_Partition(TOPIC, p): fetched}, {}, replace_headers).get(_Partition(TOPIC, p), [])
             if m.view.synced > synced:
                 if jump:

@@ -258,10 +258,20 @@ def test_group_id_is_required(bootstrap: str) -> None:
 
 def test_a_cancelled_getmany_loses_no_record(
         layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
-        consumer_config: Dict[str, Any], closing: Callable[[Any], Any]) -> None:
+        consumer_config: Dict[str, Any], closing: Callable[[Any], Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """Cancelling ``getmany`` (``wait_for`` with a short timeout, as
     applications do) while the gates decide a fetch: its records come with
-    a later call, in order."""
+    a later call, in order. (Each decision is slowed down, as on a loaded
+    machine, so that timeouts land inside decisions.)"""
+    from kafka_ordered.aiokafka import _consumer as adapter
+
+    decide = adapter.take
+
+    def slow_take(*args: Any) -> Any:
+        time.sleep(0.02)
+        return decide(*args)
+
+    monkeypatch.setattr(adapter, "take", slow_take)
     oracle = _backlog(layout_admin, topic, bootstrap, opts, closing)
     expected = oracle.report().acknowledged
 
