@@ -47,7 +47,9 @@ with the arguments unchanged and, reading the clock once, before
 no catch-up, nothing of a held partition), else passes it through ``after(result)``; past the deadline,
 an empty result after ``idle()`` (the per-poll work, safe with nothing in
 hand) and any other through ``after(result)``. Without the calm the call
-goes to ``slow``.
+goes to ``slow``. While ``calm.held`` is not empty the fetch's ``timeout``
+is cut to the calm's end (when the held partitions' gates are looked at
+again); if nothing came by then, the rest of the wait goes to ``slow``.
 
 :func:`method` puts either path on the class, so that ``obj.produce(...)``
 costs no Python frame.
@@ -327,14 +329,49 @@ Calm: Any = _hashing._C.Calm if _hashing._C is not None else PyCalm
 
 
 def fast_fetch_py(fetch: Callable[..., Any], slow: Callable[..., Any], after: Callable[[Any], Any],
-                  idle: Callable[[], Any], calm: Any) -> Callable[..., Any]:
+                  idle: Callable[[], Any], calm: Any, timeout_at: int = 0) -> Callable[..., Any]:
     """The pure-Python fetch path (see the module docstring)."""
     monotonic = time.monotonic
+
+    def held_fetch(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[bool, Any]:
+        # A calm beside held partitions: the fetch may not wait past its end.
+        began = monotonic()
+        left = calm.until - began
+        positional = timeout_at < len(args)
+        t = args[timeout_at] if positional else kwargs.get("timeout")
+        if left <= 0 or t.__class__ not in (int, float):
+            return True, slow(*args, **kwargs)
+        if 0 <= t <= left:
+            return False, fetch(*args, **kwargs)
+
+        def with_timeout(value: float) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+            if positional:
+                return args[:timeout_at] + (value,) + args[timeout_at + 1:], kwargs
+            return args, {**kwargs, "timeout": value}
+
+        a, k = with_timeout(left)
+        got = fetch(*a, **k)
+        if not (got is None or (got.__class__ in _CONTAINERS and not got)):
+            return False, got
+        # Nothing came before the calm's end: the rest of the wait goes through the full path.
+        if t < 0:
+            return True, slow(*args, **kwargs)
+        rest = t - (monotonic() - began)
+        if rest <= 0:
+            idle()
+            return True, got
+        a, k = with_timeout(rest)
+        return True, slow(*a, **k)
 
     def fetch_fast(*args: Any, **kwargs: Any) -> Any:
         if not calm.quiet:
             return slow(*args, **kwargs)
-        got = fetch(*args, **kwargs)
+        if calm.held:
+            done, got = held_fetch(args, kwargs)
+            if done:
+                return got
+        else:
+            got = fetch(*args, **kwargs)
         if calm.quiet and monotonic() < calm.until:
             if got is None or (got.__class__ in _CONTAINERS and not got) or admits_py(calm, got):
                 return got
@@ -351,9 +388,10 @@ def fast_fetch_py(fetch: Callable[..., Any], slow: Callable[..., Any], after: Ca
 
 
 def fast_fetch(fetch: Callable[..., Any], slow: Callable[..., Any], after: Callable[[Any], Any],
-               idle: Callable[[], Any], calm: Any) -> Callable[..., Any]:
+               idle: Callable[[], Any], calm: Any, timeout_at: int = 0) -> Callable[..., Any]:
     """A consumer's ``poll``/``consume`` over ``calm`` (a :data:`Calm`): the C
-    ``FastFetch`` when the speed-ups are enabled, else :func:`fast_fetch_py`."""
+    ``FastFetch`` when the speed-ups are enabled, else :func:`fast_fetch_py`.
+    ``timeout_at``: the position of the method's ``timeout`` argument."""
     if _hashing._C is not None:
-        return _hashing._C.FastFetch(fetch, slow, after, idle, calm)  # type: ignore[no-any-return]
-    return fast_fetch_py(fetch, slow, after, idle, calm)
+        return _hashing._C.FastFetch(fetch, slow, after, idle, calm, timeout_at)  # type: ignore[no-any-return]
+    return fast_fetch_py(fetch, slow, after, idle, calm, timeout_at)

@@ -1532,13 +1532,20 @@ calm_admits(Calm *calm, PyObject *res)
     return ok;
 }
 
-/* FastFetch(fetch, slow, after, idle, calm): a consumer's poll/consume.
- * Unless calm.quiet: slow(...) with the arguments unchanged. Else fetch(...)
- * with them, then, reading the clock once: before calm.until (and still
- * quiet) the result is returned untouched when empty or when calm_admits
- * it, else through after(result); past it an empty result (None,
+/* FastFetch(fetch, slow, after, idle, calm, timeout_at): a consumer's
+ * poll/consume. Unless calm.quiet: slow(...) with the arguments unchanged.
+ * Else fetch(...) with them, then, reading the clock once: before calm.until
+ * (and still quiet) the result is returned untouched when empty or when
+ * calm_admits it, else through after(result); past it an empty result (None,
  * [] or {}) is returned after idle() (the per-poll work, nothing being in
- * hand), any other goes through after(result). */
+ * hand), any other goes through after(result).
+ *
+ * While calm.held is not empty (partitions wait at gates that other members
+ * open) the fetch may not wait past calm.until, when those gates are looked
+ * at again: its timeout (positional argument timeout_at, or the keyword
+ * "timeout") is cut to what is left of the calm, and when that fetch comes
+ * back empty the rest of the call's wait goes to slow(...). A call past the
+ * calm's end, or without a timeout it can read, goes to slow(...). */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -1547,6 +1554,7 @@ typedef struct {
     PyObject *after;
     PyObject *idle;
     Calm *calm;
+    Py_ssize_t timeout_at;
     PyObject *weakrefs;
 } FastFetch;
 
@@ -1557,6 +1565,94 @@ empty_result(PyObject *r)
            (PyDict_CheckExact(r) && PyDict_GET_SIZE(r) == 0);
 }
 
+/* Call fn with the vectorcall arguments, the one at index `where` replaced by `value`. */
+static PyObject *
+call_replaced(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwnames, Py_ssize_t where,
+              PyObject *value)
+{
+    PyObject *copy[16];
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf) + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0), i;
+    if (n > 16) {
+        PyErr_SetString(PyExc_TypeError, "too many arguments");
+        return NULL;
+    }
+    for (i = 0; i < n; i++)
+        copy[i] = i == where ? value : args[i];
+    return PyObject_Vectorcall(fn, copy, PyVectorcall_NARGS(nargsf), kwnames);
+}
+
+/* Where the call's timeout is (index into args; -1: not given) and its value
+ * (seconds; negative: wait forever). 0 when found and read; -1 otherwise. */
+static int
+ff_timeout(FastFetch *self, PyObject *const *args, size_t nargsf, PyObject *kwnames, Py_ssize_t *where,
+           double *t)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), i, nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    *where = -1;
+    if (self->timeout_at < nargs)
+        *where = self->timeout_at;
+    for (i = 0; i < nkw && *where < 0; i++)
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "timeout") == 0)
+            *where = nargs + i;
+    if (*where < 0 || !(PyFloat_Check(args[*where]) || PyLong_Check(args[*where])))
+        return -1;
+    *t = PyFloat_AsDouble(args[*where]);
+    if (*t == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return 0;
+}
+
+/* The fetch of a calm beside held partitions (see FastFetch): NULL with
+ * *done = 0 when the call must go to slow(...) instead; else what it returns
+ * (*done = 1: already the call's result). */
+static PyObject *
+ff_held_fetch(FastFetch *self, PyObject *const *args, size_t nargsf, PyObject *kwnames, int *done)
+{
+    Calm *calm = self->calm;
+    Py_ssize_t where;
+    double t, began = monotonic_s(), left = calm->until - began;
+    PyObject *cut, *res, *rest, *out;
+    *done = 0;
+    if (left <= 0 || ff_timeout(self, args, nargsf, kwnames, &where, &t) < 0)
+        return NULL;
+    if (t >= 0 && t <= left)
+        return PyObject_Vectorcall(self->fetch, args, nargsf, kwnames);
+    cut = PyFloat_FromDouble(left);
+    if (cut == NULL) {
+        *done = 1;
+        return NULL;
+    }
+    res = call_replaced(self->fetch, args, nargsf, kwnames, where, cut);
+    Py_DECREF(cut);
+    if (res == NULL || !empty_result(res))
+        return res;
+    /* Nothing came before the calm's end: the rest of the wait goes through the full path. */
+    *done = 1;
+    if (t < 0) {
+        Py_DECREF(res);
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    }
+    t -= monotonic_s() - began;
+    if (t <= 0) {
+        out = PyObject_CallNoArgs(self->idle);
+        if (out == NULL) {
+            Py_DECREF(res);
+            return NULL;
+        }
+        Py_DECREF(out);
+        return res;
+    }
+    Py_DECREF(res);
+    rest = PyFloat_FromDouble(t);
+    if (rest == NULL)
+        return NULL;
+    out = call_replaced(self->slow, args, nargsf, kwnames, where, rest);
+    Py_DECREF(rest);
+    return out;
+}
+
 static PyObject *
 ff_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -1565,7 +1661,19 @@ ff_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwna
     PyObject *res, *out;
     if (!calm->quiet)
         return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
-    res = PyObject_Vectorcall(self->fetch, args, nargsf, kwnames);
+    if (PySet_GET_SIZE(calm->held)) {
+        int done;
+        res = ff_held_fetch(self, args, nargsf, kwnames, &done);
+        if (done)
+            return res;
+        if (res == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+        }
+    } else {
+        res = PyObject_Vectorcall(self->fetch, args, nargsf, kwnames);
+    }
     if (res == NULL)
         return NULL;
     if (calm->quiet && monotonic_s() < calm->until) {
@@ -1600,11 +1708,12 @@ ff_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwna
 static PyObject *
 ff_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"fetch", "slow", "after", "idle", "calm", NULL};
+    static char *kwlist[] = {"fetch", "slow", "after", "idle", "calm", "timeout_at", NULL};
     PyObject *fetch, *slow, *after, *idle, *calm;
+    Py_ssize_t timeout_at = 0;
     FastFetch *self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO!:FastFetch", kwlist, &fetch, &slow, &after, &idle,
-                                     &CalmType, &calm))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO!|n:FastFetch", kwlist, &fetch, &slow, &after, &idle,
+                                     &CalmType, &calm, &timeout_at))
         return NULL;
     if (!PyCallable_Check(fetch) || !PyCallable_Check(slow) || !PyCallable_Check(after) || !PyCallable_Check(idle)) {
         PyErr_SetString(PyExc_TypeError, "fetch, slow, after and idle must be callable");
@@ -1619,6 +1728,7 @@ ff_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->after = Py_NewRef(after);
     self->idle = Py_NewRef(idle);
     self->calm = (Calm *)Py_NewRef(calm);
+    self->timeout_at = timeout_at;
     return (PyObject *)self;
 }
 

@@ -156,9 +156,10 @@ class OrderedConsumer:
         self._raw_poll = consumer.poll
         self._raw_consume = consumer.consume
         calm = self._core.calm
-        self._fast_poll = fast_fetch(consumer.poll, self._poll, self._poll_fetched, self._core.idle, calm)
+        # poll(timeout), consume(num_messages, timeout)
+        self._fast_poll = fast_fetch(consumer.poll, self._poll, self._poll_fetched, self._core.idle, calm, 0)
         self._fast_consume = fast_fetch(consumer.consume, self._consume_method, self._consume_fetched,
-                                        self._core.idle, calm)
+                                        self._core.idle, calm, 1)
         self._group_id = str(conf["group.id"])
         self._client_id = metrics_client_id(conf, "consumer", self._group_id)
         self._user_cbs: Dict[str, Optional[Callable[..., None]]] = {}

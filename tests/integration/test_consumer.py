@@ -8,7 +8,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from kafka_ordered import (
     ConfigError,
@@ -364,6 +364,38 @@ def test_an_assignment_at_explicit_offsets_the_core_fails_to_record_is_taken_bac
     with pytest.raises(ConnectionError):
         consumer.incremental_assign([TopicPartition(topic, 0, 0)])
     assert consumer.assignment() == []
+
+
+def test_a_gate_another_member_opens_is_seen_within_a_long_poll(
+    admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], make_consumer: Callable[..., OrderedConsumer],
+    topic: str, unique: Callable[[str], str], bootstrap: str,
+) -> None:
+    """A member whose only partition waits at a gate on a partition another
+    member owns may skip its gating work between polls (the calm), but it
+    must not sleep through the gate's opening: a ``poll(5.0)`` returns the
+    held records soon after the other member commits the source, not when
+    its timeout ends."""
+    producer = make_producer()
+    start, wait = _one_split(admin, producer, topic)
+    group = unique("group")
+    c = make_consumer(group)
+    c.assign([TopicPartition(topic, 1, 0)])
+    deadline = time.monotonic() + 15
+    while not (c._core.held() and c._core.calm.quiet):  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, "the partition was never held at its gate"
+        m = c.poll(0.2)
+        assert m is None or m.offset() < start
+    other = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        other.commit(offsets=[TopicPartition(topic, 0, wait)], asynchronous=False)
+    finally:
+        other.close()
+    committed = time.monotonic()
+    m = c.poll(5.0)
+    while m is None and time.monotonic() - committed < 10:
+        m = c.poll(5.0)
+    assert m is not None and m.partition() == 1 and m.offset() >= start
+    assert time.monotonic() - committed < 2.5, "the gate's opening waited for the poll's timeout"
 
 
 def test_a_gate_that_opens_while_its_partition_is_fetched_costs_no_refetch(

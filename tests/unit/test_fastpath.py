@@ -10,7 +10,7 @@ import inspect
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -657,6 +657,61 @@ def test_records_of_a_held_partition_never_pass_the_calm_check(
     assert not _fastpath.admits_runs(by_runs, {open_tp: [_Rec(5, [])], held_tp: [_Rec(3, [])]})
     assert by_runs.expected == start
     assert _fastpath.admits_runs(by_runs, {open_tp: [_Rec(5, [])]}) and by_runs.expected == {("t", 0): 6, ("t", 1): 3}
+
+
+@pytest.mark.parametrize("impl", _impls())
+@pytest.mark.parametrize("case, call, fetched, want_fetch, want_slow", [
+    # (args, kwargs) of the call; what fetch returns; the timeout fetch gets
+    # ("cut": the calm's end, "as given"); the timeout slow gets ("rest": the
+    # call's timeout less the cut wait, "as given", None: slow not called)
+    ("records before the calm's end", ((500, 1.0), {}), [_Msg("t", 0, 5)], "cut", None),
+    ("nothing before the calm's end", ((500, 1.0), {}), [], "cut", "rest"),
+    ("a keyword timeout", ((500,), {"timeout": 1.0}), [], "cut", "rest"),
+    ("waiting forever", ((500, -1),), [], "cut", "as given"),
+    ("a wait shorter than the calm", ((500, 0.001), {}), [], "as given", None),
+    ("no timeout given", ((500,), {}), [], None, "as given"),
+])
+def test_a_calm_beside_held_partitions_never_waits_past_its_end(
+        impl: str, case: str, call: Any, fetched: Any, want_fetch: Optional[str], want_slow: Optional[str]) -> None:
+    """While partitions wait at gates other members open, a calm fetch may
+    wait only until the calm's end (when those gates are looked at again):
+    its timeout is cut there, and the rest of the call's wait goes through
+    the full path (which re-reads the gates' sources), so a gate that opens
+    is seen within the calm, not one application timeout later."""
+    args, kwargs = call if len(call) == 2 else (call[0], {})
+    calm = _calm(impl)
+    calm.managed = frozenset({"t"})
+    calm.held = frozenset({("t", 1)})
+    calm.expected.update({("t", 0): 5})
+    calm.quiet, calm.until = True, time.monotonic() + 0.05
+    calls: List[Any] = []
+
+    def fetch(*a: Any, **k: Any) -> Any:
+        calls.append(("fetch", a[1] if len(a) > 1 else k.get("timeout")))
+        return fetched
+
+    def slow(*a: Any, **k: Any) -> Any:
+        calls.append(("slow", a[1] if len(a) > 1 else k.get("timeout")))
+        return "slow"
+
+    make = C.FastFetch if impl == "c" else _fastpath.fast_fetch_py
+    path = make(fetch, slow, lambda got: ("after", got), lambda: calls.append(("idle", None)), calm, 1)
+    got = path(*args, **kwargs)
+    given = args[1] if len(args) > 1 else kwargs.get("timeout")
+    kinds = [c[0] for c in calls]
+    assert kinds == [k for k, want in (("fetch", want_fetch), ("slow", want_slow)) if want is not None], case
+    if want_fetch == "cut":
+        assert 0 < calls[0][1] <= 0.05, case
+    elif want_fetch == "as given":
+        assert calls[0][1] == given, case
+    if want_slow == "rest":
+        assert 0.9 < calls[-1][1] < 1.0, case
+    elif want_slow == "as given":
+        assert calls[-1][1] == given, case
+    assert got == ("slow" if want_slow else fetched), case
+    calm.until = time.monotonic() - 1  # past the calm's end: the full path
+    calls.clear()
+    assert path(500, 1.0) == "slow" and [c[0] for c in calls] == ["slow"]
 
 
 @pytest.mark.parametrize("impl", _impls())
