@@ -66,7 +66,8 @@ from .tokens import HEADER as _STAMP_HEADER
 from .tombstones import HEADER as _MOVED_HEADER
 
 __all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route", "method",
-           "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "replace_headers", "fast_fetch", "fast_fetch_py"]
+           "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "replace_headers", "calm_wait", "fast_fetch",
+           "fast_fetch_py"]
 
 
 class PyProducerRoute:
@@ -328,6 +329,20 @@ Calm: Any = _hashing._C.Calm if _hashing._C is not None else PyCalm
 
 
 
+def calm_wait(calm: Any, timeout: float, now: float) -> Optional[float]:
+    """How long a fetch on the calm path may wait, for a call of ``timeout``
+    seconds (negative: forever): the timeout itself, but while ``calm.held``
+    is not empty no longer than the calm lasts (the held partitions' gates
+    are looked at again then); ``None`` when the calm is over (the call
+    takes the full path)."""
+    if not calm.held:
+        return timeout
+    left: float = calm.until - now
+    if left <= 0:
+        return None
+    return left if timeout < 0 or timeout > left else timeout
+
+
 def fast_fetch_py(fetch: Callable[..., Any], slow: Callable[..., Any], after: Callable[[Any], Any],
                   idle: Callable[[], Any], calm: Any, timeout_at: int = 0) -> Callable[..., Any]:
     """The pure-Python fetch path (see the module docstring)."""
@@ -336,12 +351,15 @@ def fast_fetch_py(fetch: Callable[..., Any], slow: Callable[..., Any], after: Ca
     def held_fetch(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[bool, Any]:
         # A calm beside held partitions: the fetch may not wait past its end.
         began = monotonic()
-        left = calm.until - began
         positional = timeout_at < len(args)
-        t = args[timeout_at] if positional else kwargs.get("timeout")
-        if left <= 0 or t.__class__ not in (int, float):
+        given = args[timeout_at] if positional else kwargs.get("timeout")
+        if given.__class__ not in (int, float):
             return True, slow(*args, **kwargs)
-        if 0 <= t <= left:
+        t: float = given
+        left = calm_wait(calm, t, began)
+        if left is None:
+            return True, slow(*args, **kwargs)
+        if left == t:
             return False, fetch(*args, **kwargs)
 
         def with_timeout(value: float) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
