@@ -9,13 +9,14 @@ gate. The adapters pass how to copy one of their records with other headers.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ._gating import GatingCore
+from ._ports import TP
 from .tokens import Run, take_stamp
 from .tombstones import is_move_tombstone
 
-__all__ = ["Replace", "released_in_hand", "scan", "take"]
+__all__ = ["Replace", "released_in_hand", "scan", "serialized_size", "take"]
 
 #: ``replace(record, headers)``: a copy of ``record`` with ``headers``.
 Replace = Callable[[Any, List[Tuple[str, bytes]]], Any]
@@ -63,19 +64,27 @@ def scan(core: GatingCore, raw: Mapping[Any, List[Any]], replace: Replace) -> Tu
     return out, runs
 
 
-def released_in_hand(core: GatingCore) -> bool:
-    """Whether records kept in hand wait to be decided again (their
-    partition was released): the adapters then call :func:`take` before
-    fetching more, so they come out without waiting for the client."""
+def serialized_size(record: Any) -> int:
+    """A kafka-python or aiokafka record's size in bytes, for the bounds of
+    what a partition keeps in hand (:attr:`GatingCore.kept_size`)."""
+    return max(0, record.serialized_key_size) + max(0, record.serialized_value_size)  # type: ignore[no-any-return]
+
+
+def released_in_hand(core: GatingCore, among: Optional[AbstractSet[TP]] = None) -> bool:
+    """Whether records kept in hand (of ``among``, default any partition)
+    wait to be decided again (their partition was released): the adapters
+    then call :func:`take` before fetching more, so they come out without
+    waiting for the client."""
     kept = core.kept
     if not kept:
         return False
     held = core.parts.held
-    return any(tp not in held for tp in kept)
+    return any(tp not in held and (among is None or tp in among) for tp in kept)
 
 
 def take(core: GatingCore, raw: Mapping[Any, List[Any]], out: Dict[Any, List[Any]],
-         replace: Replace, limit: Optional[int] = None) -> Dict[Any, List[Any]]:
+         replace: Replace, limit: Optional[int] = None,
+         among: Optional[AbstractSet[TP]] = None) -> Dict[Any, List[Any]]:
     """Add to ``out`` what may be delivered of one fetch (per partition: the
     client's own list when nothing is cut; a watched partition's records are
     cut at its gate by bisection on offsets) and return it.
@@ -83,7 +92,8 @@ def take(core: GatingCore, raw: Mapping[Any, List[Any]], out: Dict[Any, List[Any
     Records in hand (:attr:`GatingCore.kept`, with
     :attr:`GatingCore.keep_in_hand`) come first: those of partitions
     released since are decided again (at most ``limit`` of them) and
-    delivered before anything fetched later of the same partition; what
+    delivered before anything fetched later of the same partition (of the
+    partitions ``among``, default all: those the application asked for); what
     their next closed gate holds stays in hand. Fetched records of a
     partition that has records in hand are kept after them, never
     delivered before them; a partition held in hand keeps the records from
@@ -100,7 +110,7 @@ def take(core: GatingCore, raw: Mapping[Any, List[Any]], out: Dict[Any, List[Any
         core.ensure_fresh(runs)
         kept = core.kept
         if kept:
-            _from_hand(core, out, limit, handed)
+            _from_hand(core, out, limit, among, handed)
             if kept:
                 for tp, recs in list(fetched.items()):
                     key = (tp.topic, tp.partition)
@@ -139,17 +149,18 @@ def take(core: GatingCore, raw: Mapping[Any, List[Any]], out: Dict[Any, List[Any
 
 
 def _from_hand(core: GatingCore, out: Dict[Any, List[Any]], limit: Optional[int],
-               handed: Dict[Any, int]) -> None:
+               among: Optional[AbstractSet[TP]], handed: Dict[Any, int]) -> None:
     """Decide again up to ``limit`` records kept in hand of partitions no
-    longer held, in offset order, into ``out`` (keyed by the client's
-    partitions, ``handed`` noting the first offset delivered of each): what
-    passes goes from hand; a partition held again keeps the rest in hand,
-    or (held by a pause) its client fetches it again."""
+    longer held (of ``among``; all when ``None``), in offset order, into
+    ``out`` (keyed by the client's partitions, ``handed`` noting the first
+    offset delivered of each): what passes goes from hand; a partition
+    held again keeps the rest in hand, or (held by a pause) its client
+    fetches it again."""
     kept = core.kept
     held = core.parts.held
     room = limit
     offset = core.kept_offset
-    for key in [tp for tp in kept if tp not in held]:
+    for key in [tp for tp in kept if tp not in held and (among is None or tp in among)]:
         if room is not None and room <= 0:
             break
         recs = kept[key]
