@@ -49,10 +49,11 @@ log = logging.getLogger("kafka_ordered.consumer")
 
 _LOG_START_REFRESH_S = 5.0
 
-#: Bounds of what one partition held in hand keeps (see
-#: :attr:`GatingCore.keep_in_hand`): past either, :meth:`GatingCore.keep`
-#: turns the hold into a pause (the client fetches the records again once
-#: the gate opens).
+#: A partition held at a gate is held in hand (its fetched records kept by
+#: the adapter, the client neither paused nor sought back, so nothing is
+#: fetched twice; see :attr:`GatingCore.keep_in_hand`) until it keeps more
+#: than this many records or bytes (keys and values): then
+#: :meth:`GatingCore.keep` pauses it and seeks it back to the hold.
 KEEP_IN_HAND_RECORDS = 10_000
 KEEP_IN_HAND_BYTES = 16 * 1024 * 1024
 

@@ -16,7 +16,7 @@ from ._ports import TP
 from .tokens import Run, take_stamp
 from .tombstones import is_move_tombstone
 
-__all__ = ["Replace", "released_in_hand", "scan", "serialized_size", "take"]
+__all__ = ["Replace", "from_hand", "released_in_hand", "scan", "serialized_size", "take"]
 
 #: ``replace(record, headers)``: a copy of ``record`` with ``headers``.
 Replace = Callable[[Any, List[Tuple[str, bytes]]], Any]
@@ -80,6 +80,18 @@ def released_in_hand(core: GatingCore, among: Optional[AbstractSet[TP]] = None) 
         return False
     held = core.parts.held
     return any(tp not in held and (among is None or tp in among) for tp in kept)
+
+
+def from_hand(core: GatingCore, limit: Optional[int] = None,
+              among: Optional[AbstractSet[TP]] = None) -> Dict[Any, List[Any]]:
+    """:func:`take` without a fetch: up to ``limit`` records in hand of
+    released partitions (of ``among``, default all), decided again, by the
+    client's partition (see :func:`released_in_hand`)."""
+    return take(core, {}, {}, _unused, limit, among)
+
+
+def _unused(record: Any, headers: List[Tuple[str, bytes]]) -> Any:  # pragma: no cover - no record to replace
+    raise AssertionError("nothing fetched: no stamp to remove")
 
 
 def take(core: GatingCore, raw: Mapping[Any, List[Any]], out: Dict[Any, List[Any]],

@@ -25,7 +25,7 @@ from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
 from ..metrics import ConsumerMetrics
 from .._fastpath import admits_runs, replace_headers
-from .._grouped import released_in_hand, serialized_size, take
+from .._grouped import from_hand, released_in_hand, serialized_size, take
 from ._compat import (call_listener, collect_finished_join, dotted, off_loop, resume_discarding_parked,
                       subscription_positions)
 
@@ -311,7 +311,7 @@ class OrderedKafkaConsumer:
         while True:
             if core.kept and released_in_hand(core):
                 # Records in hand of released partitions first, without waiting for the client.
-                out = take(core, {}, out, replace_headers, max_records)
+                out = from_hand(core, max_records)
                 if out:
                     cycle.done(True)
                     return out

@@ -128,7 +128,7 @@ from typing import Any, Callable, Deque, Dict, FrozenSet, Iterable, List, NamedT
 from .._fastpath import replace_headers
 from .._freshness import SkippableStep
 from .._gating import GatingCore, GatingOptions
-from .._grouped import released_in_hand, take
+from .._grouped import from_hand, released_in_hand, take
 from .._ports import TP, LayoutView, OffsetsPort, Stamp
 from .._registering import RegisteringCore, TopicState
 from ..history import LayoutHistory, encode_layout
@@ -1031,7 +1031,7 @@ class Simulation:
         got: Dict[Any, List[_Fetched]] = {}
         fetched: List[_Fetched] = []
         if released_in_hand(core):
-            got = take(core, {}, {}, replace_headers)
+            got = from_hand(core)
         if not got:
             if p in client.paused:
                 self.gate_holds += 1
