@@ -715,6 +715,8 @@ class GatingCore:
             log.info("%s [%d] released after %.3f s at a gate", tp[0], tp[1], held_s)
         if not in_hand:
             self._unpause([tp])
+        elif tp in self.kept and not self.kept[tp]:
+            self._forget_kept(tp)  # nothing in hand: the calm may come back
 
     def _opens_here(self, tp: TP) -> bool:
         """Whether this member owns every source of ``tp``'s first closed gate:

@@ -176,6 +176,9 @@ def _from_hand(core: GatingCore, out: Dict[Any, List[Any]], limit: Optional[int]
         if room is not None and room <= 0:
             break
         recs = kept[key]
+        if not recs:
+            core.handed(key, 0)  # an empty entry goes
+            continue
         batch = recs if room is None or room >= len(recs) else recs[:room]
         n = len(batch)
         if key in core.watched():

@@ -204,3 +204,20 @@ def test_settle_refuses_the_calm_while_records_are_in_hand() -> None:
     core.maintain()
     core.settle()
     assert core.calm.quiet
+
+
+def test_a_hold_in_hand_that_kept_nothing_leaves_nothing_in_hand_once_released() -> None:
+    """Found by the aiokafka history-replay benchmark: a partition held in
+    hand at its position before anything past the gate was fetched (its
+    kept list empty) stayed in ``kept`` once released, so every poll asked
+    for records in hand and the calm never came back."""
+    core, port = _grouped_core()
+    assert _offsets(_fetch(core, port, {P1: _recs(1, 0, 5)}), P1) == [0, 1, 2, 3, 4]
+    core.maintain()  # at its gate already: held there, in hand, nothing kept yet
+    assert core.in_hand(TP1) and core.kept == {TP1: []}
+    _source_processed(core, port)
+    assert TP1 not in core.held() and not core.kept and not released_in_hand(core)
+    core.commit_processed(asynchronous=False)
+    core.maintain()
+    core.settle()
+    assert core.calm.quiet
