@@ -43,11 +43,19 @@ from .listener import PartitionKeyRebalanceListener
 from .metrics import GATE_WAIT_BUCKETS, ConsumerMetrics, GateMetrics, WaitHistogram
 from .tokens import Run
 
-__all__ = ["GatingCore", "GatingOptions", "PollCycle"]
+__all__ = ["KEEP_IN_HAND_BYTES", "KEEP_IN_HAND_RECORDS", "GatingCore", "GatingOptions", "PollCycle"]
 
 log = logging.getLogger("kafka_ordered.consumer")
 
 _LOG_START_REFRESH_S = 5.0
+
+#: A partition held at a gate is held in hand (its fetched records kept by
+#: the adapter, the client neither paused nor sought back, so nothing is
+#: fetched twice; see :attr:`GatingCore.keep_in_hand`) until it keeps more
+#: than this many records or bytes (keys and values): then
+#: :meth:`GatingCore.keep` pauses it and seeks it back to the hold.
+KEEP_IN_HAND_RECORDS = 10_000
+KEEP_IN_HAND_BYTES = 16 * 1024 * 1024
 
 
 class GatingOptions:
@@ -127,7 +135,7 @@ class GatingCore:
         self.last_wait_s: Optional[float] = None
         self._wait_counts = [0] * (len(GATE_WAIT_BUCKETS) + 1)
         self._wait_sum = 0.0
-        #: Holds kept in hand (set by the confluent adapter): a partition at a
+        #: Holds kept in hand (set by the adapters and the simulation): a partition at a
         #: gate whose sources this member owns is then held without pausing
         #: or seeking its client. Pausing makes
         #: librdkafka drop what it prefetched, and the refetch after the
@@ -135,12 +143,15 @@ class GatingCore:
         #: ``fetch.wait.max.ms`` once the other partitions are caught up.
         #: The adapter instead keeps the records it fetched from the hold on
         #: in :attr:`kept` (per partition, in offset order, ``kept_offset``
-        #: reads a record's offset) and decides them again once released;
-        #: :meth:`pause_in_hand` turns such a hold into a pause (the adapter
-        #: calls it when a partition keeps too much).
+        #: reads a record's offset, ``kept_size`` its size in bytes) through
+        #: :meth:`keep`, and decides them again once released (the grouped
+        #: path: :func:`kafka_ordered._grouped.take`); :meth:`keep` turns a
+        #: hold that keeps too much into a pause (:meth:`pause_in_hand`).
         self.keep_in_hand = False
         self.kept: Dict[TP, List[Any]] = {}
         self.kept_offset: Callable[[Any], int] = lambda record: record.offset  # type: ignore[no-any-return]
+        self.kept_size: Callable[[Any], int] = lambda record: 0
+        self._kept_bytes: Dict[TP, int] = {}
         follower.add_listener(self._on_history)
 
     def close(self) -> None:
@@ -319,7 +330,7 @@ class GatingCore:
             log.debug("resume on revoke of %s: %s", tps, e)
         self._owned_topics = None
         for tp in tps:
-            self.kept.pop(tp, None)
+            self._forget_kept(tp)
             self.freshness.forget(tp)
             self.keeper.drop(tp)
         sources = self.keeper.sources()
@@ -727,6 +738,8 @@ class GatingCore:
             log.info("%s [%d] released after %.3f s at a gate", tp[0], tp[1], held_s)
         if not in_hand:
             self._unpause([tp])
+        elif tp in self.kept and not self.kept[tp]:
+            self._forget_kept(tp)  # nothing in hand: the calm may come back
 
     def _opens_here(self, tp: TP) -> bool:
         """Whether this member owns every source of ``tp``'s first closed gate:
@@ -753,10 +766,39 @@ class GatingCore:
     def _pause_at(self, tp: TP, offset: int) -> None:
         """A hold by a pause: the client stops ``tp`` and fetches it again
         from ``offset`` once resumed (records kept of it go)."""
-        self.kept.pop(tp, None)
+        self._forget_kept(tp)
         self.freshness.moved(tp, offset)
         self.port.pause([tp])
         self.port.seek(tp, offset)
+
+    def keep(self, tp: TP, records: Sequence[Any]) -> None:
+        """Keep ``records`` of ``tp`` in hand after those kept already (they
+        follow them in offset order; ``tp`` is held in hand, or was released
+        with records still kept). A hold in hand that then keeps more than
+        :data:`KEEP_IN_HAND_RECORDS` records or :data:`KEEP_IN_HAND_BYTES`
+        bytes becomes a pause (:meth:`pause_in_hand`: the kept records go
+        back to the client); a released partition keeps whatever it must."""
+        recs = self.kept[tp]
+        recs.extend(records)
+        size = self._kept_bytes[tp] = self._kept_bytes.get(tp, 0) + sum(map(self.kept_size, records))
+        if (len(recs) > KEEP_IN_HAND_RECORDS or size > KEEP_IN_HAND_BYTES) and tp in self.parts.in_hand:
+            self.pause_in_hand(tp)
+
+    def handed(self, tp: TP, count: int) -> None:
+        """The first ``count`` records kept of ``tp`` were delivered: they go
+        from :attr:`kept` (the entry too once empty, unless ``tp`` is held in
+        hand)."""
+        recs = self.kept[tp]
+        if self._kept_bytes:
+            self._kept_bytes[tp] = self._kept_bytes.get(tp, 0) - sum(map(self.kept_size, recs[:count]))
+        del recs[:count]
+        if not recs and tp not in self.parts.in_hand:
+            self._forget_kept(tp)
+
+    def _forget_kept(self, tp: TP) -> Optional[List[Any]]:
+        """Remove ``tp``'s kept records (and their size); returns them."""
+        self._kept_bytes.pop(tp, None)
+        return self.kept.pop(tp, None)
 
     def _drop_kept(self, tp: TP) -> None:
         """Give the records kept of ``tp`` back to the client: a hold in hand
@@ -765,7 +807,7 @@ class GatingCore:
         if tp in self.parts.in_hand:
             self.pause_in_hand(tp)
             return
-        recs = self.kept.pop(tp, None)
+        recs = self._forget_kept(tp)
         st = self.parts.get(tp)
         if recs and st is not None and st.owned:
             off = self.kept_offset(recs[0])
@@ -801,7 +843,7 @@ class GatingCore:
             return
         self.calm.quiet = False
         self._dirty = True
-        self.kept.pop(tp, None)  # the client fetches from the new position
+        self._forget_kept(tp)  # the client fetches from the new position
         self.parts.seek(tp, offset)
         self.freshness.jumped(tp, offset if offset >= 0 else None)
         if tp in self.parts.held:
@@ -910,7 +952,7 @@ class GatingCore:
             if recs and tp not in self.parts.in_hand:
                 off = self.kept_offset(recs[0])
                 first[tp] = min(first.get(tp, off), off)
-                del self.kept[tp]
+                self._forget_kept(tp)
             else:
                 self._drop_kept(tp)
         for tp, off in first.items():

@@ -9,13 +9,14 @@ gate. The adapters pass how to copy one of their records with other headers.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ._gating import GatingCore
+from ._ports import TP
 from .tokens import Run, take_stamp
 from .tombstones import is_move_tombstone
 
-__all__ = ["Replace", "scan", "take"]
+__all__ = ["Replace", "from_hand", "released_in_hand", "scan", "serialized_size", "take"]
 
 #: ``replace(record, headers)``: a copy of ``record`` with ``headers``.
 Replace = Callable[[Any, List[Tuple[str, bytes]]], Any]
@@ -63,17 +64,71 @@ def scan(core: GatingCore, raw: Mapping[Any, List[Any]], replace: Replace) -> Tu
     return out, runs
 
 
+def serialized_size(record: Any) -> int:
+    """A kafka-python or aiokafka record's size in bytes, for the bounds of
+    what a partition keeps in hand (:attr:`GatingCore.kept_size`)."""
+    return max(0, record.serialized_key_size) + max(0, record.serialized_value_size)  # type: ignore[no-any-return]
+
+
+def released_in_hand(core: GatingCore, among: Optional[AbstractSet[TP]] = None) -> bool:
+    """Whether records kept in hand (of ``among``, default any partition)
+    wait to be decided again (their partition was released): the adapters
+    then call :func:`take` before fetching more, so they come out without
+    waiting for the client."""
+    kept = core.kept
+    if not kept:
+        return False
+    held = core.parts.held
+    return any(tp not in held and (among is None or tp in among) for tp in kept)
+
+
+def from_hand(core: GatingCore, limit: Optional[int] = None,
+              among: Optional[AbstractSet[TP]] = None) -> Dict[Any, List[Any]]:
+    """:func:`take` without a fetch: up to ``limit`` records in hand of
+    released partitions (of ``among``, default all), decided again, by the
+    client's partition (see :func:`released_in_hand`)."""
+    return take(core, {}, {}, _unused, limit, among)
+
+
+def _unused(record: Any, headers: List[Tuple[str, bytes]]) -> Any:  # pragma: no cover - no record to replace
+    raise AssertionError("nothing fetched: no stamp to remove")
+
+
 def take(core: GatingCore, raw: Mapping[Any, List[Any]], out: Dict[Any, List[Any]],
-         replace: Replace) -> Dict[Any, List[Any]]:
+         replace: Replace, limit: Optional[int] = None,
+         among: Optional[AbstractSet[TP]] = None) -> Dict[Any, List[Any]]:
     """Add to ``out`` what may be delivered of one fetch (per partition: the
     client's own list when nothing is cut; a watched partition's records are
-    cut at its gate by bisection on offsets) and return it; the client's
-    positions then count exactly the delivered records (held ones are sought
-    back). On any error nothing of this fetch is delivered: its partitions
-    are rewound to their first fetched offsets, and the error raised."""
+    cut at its gate by bisection on offsets) and return it.
+
+    Records in hand (:attr:`GatingCore.kept`, with
+    :attr:`GatingCore.keep_in_hand`) come first: those of partitions
+    released since are decided again (at most ``limit`` of them) and
+    delivered before anything fetched later of the same partition (of the
+    partitions ``among``, default all: those the application asked for); what
+    their next closed gate holds stays in hand. Fetched records of a
+    partition that has records in hand are kept after them, never
+    delivered before them; a partition held in hand keeps the records from
+    its hold on (:meth:`GatingCore.keep`, which turns a hold that keeps too
+    much into a pause). Otherwise the client's positions count exactly the
+    delivered records (a hold by a pause seeks back).
+
+    On any error nothing of this call is delivered: its partitions are
+    rewound to their first fetched (or kept) offsets, records in hand go
+    back to the client, and the error is raised."""
+    handed: Dict[Any, int] = {}  # first offset delivered from hand, per client partition
     try:
         fetched, runs = scan(core, raw, replace)
         core.ensure_fresh(runs)
+        kept = core.kept
+        if kept:
+            _from_hand(core, out, limit, among, handed)
+            if kept:
+                for tp, recs in list(fetched.items()):
+                    key = (tp.topic, tp.partition)
+                    if recs and key in kept:
+                        core.keep(key, recs)
+                        del fetched[tp]
         watched = core.watched()
         if not watched and not out:
             return fetched
@@ -83,17 +138,58 @@ def take(core: GatingCore, raw: Mapping[Any, List[Any]], out: Dict[Any, List[Any
             key = (tp.topic, tp.partition)
             if key in watched:
                 n = core.admit_run(key, len(recs), lambda i: recs[i].offset)  # noqa: B023
+                if n < len(recs) and core.in_hand(key):
+                    core.keep(key, recs[n:])
                 if not n:
                     continue
                 if n < len(recs):
                     recs = recs[:n]
             if tp in out:
-                out[tp].extend(recs)
+                out[tp] = out[tp] + recs
             else:
                 out[tp] = recs
         return out
     except BaseException:
-        for tp in raw:
+        first = {(tp.topic, tp.partition): recs[0].offset for tp, recs in raw.items() if recs}
+        for tp, off in handed.items():
+            key = (tp.topic, tp.partition)
+            first[key] = min(first.get(key, off), off)
+        for tp in list(raw) + list(handed):
             out.pop(tp, None)
-        core.rewind({(tp.topic, tp.partition): recs[0].offset for tp, recs in raw.items() if recs})
+        core.rewind(first)
         raise
+
+
+def _from_hand(core: GatingCore, out: Dict[Any, List[Any]], limit: Optional[int],
+               among: Optional[AbstractSet[TP]], handed: Dict[Any, int]) -> None:
+    """Decide again up to ``limit`` records kept in hand of partitions no
+    longer held (of ``among``; all when ``None``), in offset order, into
+    ``out`` (keyed by the client's partitions, ``handed`` noting the first
+    offset delivered of each): what passes goes from hand; a partition
+    held again keeps the rest in hand, or (held by a pause) its client
+    fetches it again."""
+    kept = core.kept
+    held = core.parts.held
+    room = limit
+    offset = core.kept_offset
+    for key in [tp for tp in kept if tp not in held and (among is None or tp in among)]:
+        if room is not None and room <= 0:
+            break
+        recs = kept[key]
+        if not recs:
+            core.handed(key, 0)  # an empty entry goes
+            continue
+        batch = recs if room is None or room >= len(recs) else recs[:room]
+        n = len(batch)
+        if key in core.watched():
+            n = core.admit_run(key, n, lambda i: offset(batch[i]))  # noqa: B023
+        if not n:
+            continue
+        got = batch[:n]
+        if key in kept:
+            core.handed(key, n)
+        tp = core.port.partitions([key])[0]
+        handed.setdefault(tp, offset(got[0]))
+        out[tp] = out[tp] + got if tp in out else got
+        if room is not None:
+            room -= n

@@ -18,7 +18,7 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from .. import _log
 from .._fastpath import admits_runs
 from .._gating import GatingCore, GatingOptions
-from .._grouped import take
+from .._grouped import released_in_hand, serialized_size, take
 from .._ports import TP
 from ..config import (
     CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, dotted, kafka_python_connection_config, metrics_client_id, split_config,
@@ -40,6 +40,30 @@ _FETCH_SLICE_MS = 1000  # getone() waits for a record in slices this long
 
 def _replace_headers(record: ConsumerRecord, headers: List[Tuple[str, bytes]]) -> ConsumerRecord:
     return dataclasses.replace(record, headers=headers)
+
+
+def _decide(core: GatingCore, raw: Dict[TopicPartition, List[ConsumerRecord]],
+            out: Dict[TopicPartition, List[ConsumerRecord]], firsts: Dict[TP, int],
+            limit: Optional[int] = None, among: Optional[Set[TP]] = None
+            ) -> Dict[TopicPartition, List[ConsumerRecord]]:
+    """:func:`~kafka_ordered._grouped.take` on the worker, after noting in
+    ``firsts`` the first offset of every partition it may deliver from
+    (fetched, or in hand): a caller cancelled meanwhile never sees the
+    result, and :meth:`OrderedAIOKafkaConsumer._unharmed` rewinds there."""
+    for tp, recs in raw.items():
+        if recs:
+            key = (tp.topic, tp.partition)
+            firsts[key] = min(firsts.get(key, recs[0].offset), recs[0].offset)
+    for key, kept in core.kept.items():
+        if kept:
+            firsts[key] = min(firsts.get(key, kept[0].offset), kept[0].offset)
+    return take(core, raw, out, _replace_headers, limit, among)
+
+
+def _rewind_noted(core: GatingCore, firsts: Dict[TP, int]) -> None:
+    """On the worker: rewind what :func:`_decide` noted (nothing: no rewind)."""
+    if firsts:
+        core.rewind(firsts)
 
 
 class _ConsumerPort:
@@ -229,6 +253,10 @@ class OrderedAIOKafkaConsumer:
             raise
         self._shared = shared
         core = GatingCore(self._port, shared.follower, shared.offsets, self._options)
+        # Holds in hand: a split replay is not paused and sought back at
+        # every gate (aiokafka drops what it prefetched of a paused partition).
+        core.keep_in_hand = True
+        core.kept_size = serialized_size
         self._core_ = core
         self._apply_listener()
         core.subscribed = set(self._subscribed)
@@ -416,13 +444,14 @@ class OrderedAIOKafkaConsumer:
                         firsts: Dict[TP, int]) -> Dict[TopicPartition, List[ConsumerRecord]]:
         """``cycle``'s result; when the caller is cancelled (``wait_for``,
         a task's cancel) after records were fetched, they are fetched again
-        by the next call, never lost (``firsts``: the first fetched offset
-        of each partition, as the cycle fills it)."""
+        by the next call, never lost (``firsts``: the first fetched or
+        in-hand offset of each partition, as the cycle fills it on the
+        worker; read there too, after a decision still running, whose
+        result nobody receives)."""
         try:
             return await cycle
         except asyncio.CancelledError:
-            if firsts:
-                await self._bridge.run(self._core.rewind, dict(firsts))
+            await self._bridge.run(_rewind_noted, self._core, firsts)
             raise
 
     async def _decide_late(self, raw: Dict[TopicPartition, List[ConsumerRecord]]
@@ -440,15 +469,20 @@ class OrderedAIOKafkaConsumer:
         bridge = self._bridge
         cycle = await bridge.run(core.poll_cycle, timeout_ms / 1000.0)
         out: Dict[TopicPartition, List[ConsumerRecord]] = {}
+        among = {(tp.topic, tp.partition) for tp in partitions} if partitions else None
         while True:
+            ready: bool = bool(core.kept) and await bridge.run(released_in_hand, core, among)
+            if ready:
+                # Records in hand of released partitions first, without waiting for the client.
+                out = await bridge.run(_decide, core, {}, out, firsts, max_records, among)
+                if out:
+                    await bridge.run(cycle.done, True)
+                    return out
             wait = cycle.wait()
             raw = await self._consumer.getmany(*partitions, timeout_ms=int((wait or 0.0) * 1000),
                                                max_records=max_records)
             if raw:
-                for tp, recs in raw.items():
-                    if recs:
-                        firsts.setdefault((tp.topic, tp.partition), recs[0].offset)
-                out = await bridge.run(take, core, raw, out, _replace_headers)
+                out = await bridge.run(_decide, core, raw, out, firsts)
             if await bridge.run(cycle.done, bool(out)):
                 return out
 

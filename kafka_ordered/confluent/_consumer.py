@@ -14,7 +14,8 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaExcepti
 
 from . import _message  # noqa: F401  (reads Message fields in place once checked)
 from .._fastpath import fast_fetch, method
-from .._gating import GatingCore, GatingOptions
+from .._gating import KEEP_IN_HAND_BYTES, KEEP_IN_HAND_RECORDS, GatingCore, GatingOptions
+from .._grouped import from_hand
 from .._ports import TP
 from ..config import CONSUMER_OPTIONS, client_bool, client_config, client_int, metrics_client_id, split_config
 from ..errors import ConfigError, translate
@@ -26,7 +27,7 @@ from ..tokens import Run, take_stamp
 from ..tombstones import is_move_tombstone
 from ._common import _new_client, _shared
 
-__all__ = ["OrderedConsumer", "METADATA_REFRESH_MS"]
+__all__ = ["OrderedConsumer", "METADATA_REFRESH_MS", "KEEP_IN_HAND_BYTES", "KEEP_IN_HAND_RECORDS"]
 
 log = logging.getLogger("kafka_ordered.consumer")
 
@@ -35,19 +36,17 @@ _LOGICAL_STARTS: Dict[int, ResetPolicy] = {OFFSET_BEGINNING: "earliest", OFFSET_
 #: ``OrderedConsumer``'s default ``topic.metadata.refresh.interval.ms``: how
 #: soon a subscribed group notices the partitions an expansion created.
 METADATA_REFRESH_MS = 5000
-#: A partition held at a gate is held in hand (its fetched records kept by
-#: the wrapper, the client neither paused nor sought back, so nothing is
-#: fetched twice) until it keeps more than this many records or bytes
-#: (keys and values); then it is paused and sought back to the hold.
-KEEP_IN_HAND_RECORDS = 10_000
-KEEP_IN_HAND_BYTES = 16 * 1024 * 1024
-
-
 _headers, _partition, _topic = Message.headers, Message.partition, Message.topic
 
 
 def _tp(m: Message) -> TP:
     return (m.topic(), m.partition())  # type: ignore[return-value]
+
+
+def _size(m: Message) -> int:
+    """A message's key and value bytes, for the bounds of what a partition
+    keeps in hand (:data:`KEEP_IN_HAND_RECORDS`, :data:`KEEP_IN_HAND_BYTES`)."""
+    return len(m.value() or b"") + len(m.key() or b"")
 
 
 _error = Message.error
@@ -152,7 +151,7 @@ class OrderedConsumer:
                                 options)
         self._core.keep_in_hand = True
         self._core.kept_offset = Message.offset  # type: ignore[assignment]
-        self._kept_bytes: Dict[TP, int] = {}
+        self._core.kept_size = _size
         self._raw_poll = consumer.poll
         self._raw_consume = consumer.consume
         calm = self._core.calm
@@ -371,46 +370,16 @@ class OrderedConsumer:
     def _from_hand(self, num: int) -> List[Message]:
         """Up to ``num`` records kept in hand of partitions released since
         (in offset order, before anything the client fetched of them later),
-        decided again at their gates: what passes is delivered, the rest
-        stays in hand (held again) or goes back to the client (paused)."""
-        core = self._core
-        kept = core.kept
-        held = core.held()
-        out: List[Message] = []
-        try:
-            for tp in [tp for tp in kept if tp not in held]:
-                room = num - len(out)
-                if room <= 0:
-                    break
-                recs = kept[tp]
-                take = recs[:room]
-                n = len(take)
-                if tp in core.watched():
-                    n = core.admit_run(tp, len(take), lambda i: take[i].offset())  # type: ignore[arg-type,return-value]
-                out.extend(take[:n])
-                if n < len(take):  # held again: in hand, or paused (then the client fetches them again)
-                    if core.in_hand(tp):
-                        kept[tp] = recs[n:]
-                    continue
-                rest = recs[len(take):]
-                if rest:
-                    kept[tp] = rest
-                else:
-                    del kept[tp]
-                    self._kept_bytes.pop(tp, None)
-        except BaseException:
-            first: Dict[TP, int] = {}
-            for m in out:
-                first.setdefault(_tp(m), int(m.offset() or 0))
-            core.rewind(first)
-            self._kept_bytes.clear()
-            raise
-        return out
+        decided again at their gates (:func:`kafka_ordered._grouped.from_hand`):
+        what passes is delivered, the rest stays in hand (held again) or
+        goes back to the client (paused)."""
+        out = from_hand(self._core, num)
+        return out.popitem()[1] if len(out) == 1 else [m for msgs in out.values() for m in msgs]
 
     def _keep(self, raw: List[Message]) -> List[Message]:
-        """Move the records of partitions held in hand out of ``raw`` into
-        the core's ``kept``; a partition that keeps too much is paused and
-        sought back to its hold instead. (Records of other partitions are
+        """Move the records of partitions with records in hand out of ``raw``
+        into the core's ``kept`` (:meth:`GatingCore.keep`, which pauses a
+        hold in hand that keeps too much). (Records of other partitions are
         not looked at one by one.)"""
         core = self._core
         kept = core.kept
@@ -421,29 +390,22 @@ class OrderedConsumer:
             return raw
         everything = range(len(raw))
         mask = bytearray(b"\x01") * len(raw)
-        full: Set[TP] = set()
-        sizes = self._kept_bytes
+        taken: Dict[TP, List[Message]] = {}
         for n in hits:
             for i in compress(everything, map(n.__eq__, parts)):
                 m = raw[i]
                 if m.error() is not None:
                     continue
                 tp = _tp(m)
-                recs = kept.get(tp)
-                if recs is None:
+                if tp not in kept:
                     continue
                 mask[i] = 0
-                if tp not in full:
-                    size = sizes[tp] = ((sizes.get(tp, 0) if recs else 0)
-                                        + len(m.value() or b"") + len(m.key() or b""))
-                    recs.append(m)
-                    if (len(recs) > KEEP_IN_HAND_RECORDS or size > KEEP_IN_HAND_BYTES) and core.in_hand(tp):
-                        # (Only a hold in hand becomes a pause and is sought back; records
-                        # of a released partition are kept whatever their number.)
-                        full.add(tp)
-        for tp in full:
-            core.pause_in_hand(tp)
-            sizes.pop(tp, None)
+                if tp in taken:
+                    taken[tp].append(m)
+                else:
+                    taken[tp] = [m]
+        for tp, msgs in taken.items():
+            core.keep(tp, msgs)
         return list(compress(raw, mask))
 
     def _deliverable(self, raw: List[Message]) -> List[Message]:
@@ -474,7 +436,6 @@ class OrderedConsumer:
                 if m.error() is None:
                     first.setdefault(_tp(m), int(m.offset() or 0))
             core.rewind(first)
-            self._kept_bytes.clear()
             raise
 
     def _cut(self, raw: List[Message], watched: Set[TP]) -> List[Message]:
@@ -507,7 +468,7 @@ class OrderedConsumer:
                     for i in ok[n_ok:]:
                         mask[i] = 0
                     if self._core.in_hand(tp):  # held in hand: the held records are kept, in order
-                        self._keep([raw[i] for i in ok[n_ok:]])
+                        self._core.keep(tp, [raw[i] for i in ok[n_ok:]])
         return raw if mask is None else list(compress(raw, mask))
 
     def _runs(self, raw: List[Message], moved: List[Message]) -> List[Run]:

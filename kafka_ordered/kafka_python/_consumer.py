@@ -25,7 +25,7 @@ from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
 from ..metrics import ConsumerMetrics
 from .._fastpath import admits_runs, replace_headers
-from .._grouped import take
+from .._grouped import from_hand, released_in_hand, serialized_size, take
 from ._compat import (call_listener, collect_finished_join, dotted, off_loop, resume_discarding_parked,
                       subscription_positions)
 
@@ -157,6 +157,9 @@ class OrderedKafkaConsumer:
         options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto_offset_reset", "latest")))
         self._port = _ConsumerPort(self._consumer, options.timeout)
         self._core = GatingCore(self._port, shared.follower, shared.offsets, options)
+        # Holds in hand: a split replay is not paused and sought back at
+        # every gate (kafka-python drops what it fetched of a paused partition).
+        self._core.kept_size = serialized_size
         self._iterator: Optional[Iterator[Any]] = None
         if topics:
             self.subscribe(list(topics))
@@ -289,6 +292,7 @@ class OrderedKafkaConsumer:
         core = self._core
         calm = core.calm
         collect_finished_join(self._consumer)
+        self._hand(update_offsets)
         if calm.quiet:
             # Nothing to gate: the client's own poll, its records untouched
             # until the calm's deadline (see kafka_ordered._fastpath.fast_fetch).
@@ -305,6 +309,12 @@ class OrderedKafkaConsumer:
         cycle = core.poll_cycle(timeout_ms / 1000.0)
         out: Dict[TopicPartition, List[Any]] = {}
         while True:
+            if core.kept and released_in_hand(core):
+                # Records in hand of released partitions first, without waiting for the client.
+                out = from_hand(core, max_records)
+                if out:
+                    cycle.done(True)
+                    return out
             wait = cycle.wait(full=self._rebalancing())
             raw = self._consumer.poll(timeout_ms=min(int((wait or 0.0) * 1000), _MAX_TIMEOUT_MS),
                                       max_records=max_records, update_offsets=update_offsets)
@@ -315,6 +325,17 @@ class OrderedKafkaConsumer:
             # polls short while it joins: see collect_finished_join.)
             if cycle.done(bool(out)):
                 return out
+
+    def _hand(self, update_offsets: bool) -> None:
+        """Holds in hand only for polls that move the client's positions past
+        what they hand out: the iterator's polls do not (it moves them per
+        record), so the client would fetch records kept in hand again. Such
+        a poll first gives what is in hand back to the client (holds in hand
+        become pauses)."""
+        core = self._core
+        core.keep_in_hand = update_offsets
+        if not update_offsets and core.kept:
+            core.rewind({})
 
     def _rebalancing(self) -> bool:
         co = self._port.coordinator

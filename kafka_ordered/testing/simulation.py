@@ -128,7 +128,7 @@ from typing import Any, Callable, Deque, Dict, FrozenSet, Iterable, List, NamedT
 from .._fastpath import replace_headers
 from .._freshness import SkippableStep
 from .._gating import GatingCore, GatingOptions
-from .._grouped import take
+from .._grouped import from_hand, released_in_hand, take
 from .._ports import TP, LayoutView, OffsetsPort, Stamp
 from .._registering import RegisteringCore, TopicState
 from ..history import LayoutHistory, encode_layout
@@ -380,6 +380,10 @@ class _Fetched(NamedTuple):
     record: "_Record"
 
 
+def _fetched_size(rec: _Fetched) -> int:
+    return len(rec.key) + len(rec.value or b"")
+
+
 class _SimView:
     """:class:`~kafka_ordered._ports.LayoutView` over the simulated layout
     log: one participant's follower, which reads only when told to (a late
@@ -498,13 +502,15 @@ class _Member:
 
     def __init__(self, index: int, log: List[Tuple[bytes, bytes, int]], offsets: _SimOffsets,
                  group: Dict[int, int], options: GatingOptions, skip: FrozenSet[SkippableStep],
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], in_hand: bool = True) -> None:
         self.index = index
         self.view = _SimView(log)
         self.view.read()  # a process starts with its follower caught up
         self.client = _SimClient(group)
         self.core = GatingCore(self.client, self.view, offsets, options, clock=clock)
         self.core.freshness.skip = skip
+        self.core.keep_in_hand = in_hand
+        self.core.kept_size = _fetched_size
 
     @property
     def owned(self) -> Set[int]:
@@ -584,6 +590,12 @@ class Simulation:
     compaction, must hold each key's last acknowledged value; after that
     compaction each key has one live copy unless a producer crash lost one
     of its move tombstones (reported apart).
+
+    ``in_hand=True`` (the default) lets members hold in hand, as the
+    adapters do (:attr:`~kafka_ordered._gating.GatingCore.keep_in_hand`):
+    at a gate whose sources the member owns, the fetched records are kept
+    and decided again once it opens; ``False`` holds every partition by a
+    pause and a seek back.
     """
 
     def __init__(
@@ -616,6 +628,7 @@ class Simulation:
         tombstones_after_ack: bool = True,
         hide_tombstones: bool = True,
         catch_up_on_gap: bool = True,
+        in_hand: bool = True,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -635,6 +648,7 @@ class Simulation:
         self.tombstones_after_ack = tombstones_after_ack
         self.hide_tombstones = hide_tombstones
         self.catch_up_on_gap = catch_up_on_gap
+        self.in_hand = in_hand
         self.keys = _keys(keys)
         counts = [initial_partitions, *layouts]
         self.physical = max(counts)
@@ -973,7 +987,7 @@ class Simulation:
 
     def _new_member(self, index: int, group: Optional[Dict[int, int]] = None) -> _Member:
         return _Member(index, self.log, self._offsets, self.committed if group is None else group,
-                       self._options, self._skip, self._clock)
+                       self._options, self._skip, self._clock, self.in_hand)
 
     def _follow(self, m: _Member, upto: Optional[int] = None) -> None:
         m.view.read(upto)
@@ -1004,29 +1018,37 @@ class Simulation:
                  eff: Optional[List[int]]) -> int:
         """One poll of member ``m`` on partition ``p``: the shipped core's
         cycle (:meth:`~kafka_ordered._gating.GatingCore.poll_cycle`, the fetch
-        decided by ``take``) over a fetch of up to ``n`` records; what the core delivers goes to
-        ``deliver`` in order (with ``hide_tombstones=False`` also the move
-        tombstones the core consumed, as a plain consumer applies them)."""
+        decided by ``take``) over, as the adapters do, the records in hand
+        of released partitions first, else a fetch of up to ``n`` records of
+        ``p``; what the core delivers goes to ``deliver`` in order (with
+        ``hide_tombstones=False`` also the move tombstones the core
+        consumed, as a plain consumer applies them). Returns how many
+        offsets the member's processed positions moved."""
         core, client = m.core, m.client
         # (A catch-up owed by an assignment or a seek may be made when the cycle begins.)
         jump = (TOPIC, p) not in core.freshness.expected or bool(core.freshness.sought)
         synced, caught = m.view.synced, m.view.caught_up
         cycle = core.poll_cycle(0.0)  # one fetch per poll
-        start = client.pos[p]
-        if p in client.paused:
-            self.gate_holds += 1
-            cycle.done(False)
-            return 0
-        log = self.logs[p]
+        owned = sorted(core.owned)
+        before = core.positions(owned)
+        got: Dict[Any, List[_Fetched]] = {}
         fetched: List[_Fetched] = []
-        off = start
-        while off < len(log) and len(fetched) < n:
-            if (p, off) not in self.removed:
-                fetched.append(self._fetched(log[off]))
-            off += 1
-        client.pos[p] = fetched[-1].offset + 1 if fetched else off
+        if released_in_hand(core):
+            got = from_hand(core)
+        if not got:
+            if p in client.paused:
+                self.gate_holds += 1
+                cycle.done(False)
+                return 0
+            log = self.logs[p]
+            off = client.pos[p]
+            while off < len(log) and len(fetched) < n:
+                if (p, off) not in self.removed:
+                    fetched.append(self._fetched(log[off]))
+                off += 1
+            client.pos[p] = fetched[-1].offset + 1 if fetched else off
         if fetched:
-            got = take(core, {_Partition(TOPIC, p): fetched}, {}, replace_headers).get(_Partition(TOPIC, p), [])
+            got = take(core, {_Partition(TOPIC, p): fetched}, {}, replace_headers)
             if m.view.synced > synced:
                 if jump:
                     self.jump_catch_ups += 1
@@ -1034,23 +1056,32 @@ class Simulation:
                     self.gap_catch_ups += 1
             if m.view.caught_up > caught:
                 self.stamp_catch_ups += 1
-            end = client.pos[p]
-            if end <= fetched[-1].offset:
-                self.gate_holds += 1
-            delivered = {r.offset for r in got}
-            for r in fetched:
-                if r.offset >= end:
-                    break
+        after = core.positions(owned)
+        if fetched and after.get((TOPIC, p), 0) <= fetched[-1].offset:
+            self.gate_holds += 1
+        moved = 0
+        for tp in owned:
+            q = tp[1]
+            start, end = before.get(tp, 0), after.get(tp, 0)
+            delivered = {r.offset: r.record for r in got.get(_Partition(TOPIC, q), [])}
+            if any(not start <= off < end for off in delivered):
+                self._violation(f"p{q}: records delivered outside the processed positions {start}..{end}")
+            if end <= start:
+                continue
+            moved += end - start
+            log = self.logs[q]
+            for off in range(start, end):
+                rec = delivered.get(off)
+                if rec is None and log[off].tombstone and not self.hide_tombstones and (q, off) not in self.removed:
+                    rec = log[off]
                 if eff is not None:
-                    eff[p] = r.offset  # the offsets the cleaner removed before it are passed
-                if r.offset in delivered or (r.record.tombstone and not self.hide_tombstones):
-                    deliver(r.record)
+                    eff[q] = off  # the offsets the cleaner removed before it are passed
+                if rec is not None:
+                    deliver(rec)
                 if eff is not None:
-                    eff[p] = r.offset + 1
-        if eff is not None:
-            eff[p] = client.pos[p]
-        cycle.done(client.pos[p] > start)
-        return client.pos[p] - start
+                    eff[q] = off + 1
+        cycle.done(moved > 0)
+        return moved
 
     def commit(self, j: int) -> bool:
         """Member ``j`` commits every owned partition's position (one
@@ -1101,7 +1132,7 @@ class Simulation:
     def _member_step(self, m: _Member) -> None:
         r = self.rng.random()
         if r < 0.7:
-            ready = [p for p in sorted(m.owned) if m.pos[p] < len(self.logs[p])]
+            ready = [p for p in sorted(m.owned) if m.pos[p] < len(self.logs[p]) or (TOPIC, p) in m.core.kept]
             if ready:
                 self.deliver(m.index, self.rng.choice(ready), self.rng.randint(1, 3))
         elif r < 0.85:
@@ -1160,7 +1191,7 @@ class Simulation:
         progress = True
         while progress:
             progress = False
-            ready = [p for p in sorted(m.owned) if m.pos[p] < len(self.logs[p])]
+            ready = [p for p in sorted(m.owned) if m.pos[p] < len(self.logs[p]) or (TOPIC, p) in m.core.kept]
             for p in self.rng.sample(ready, len(ready)):
                 if self._consume(m, p, self.rng.randint(1, 3), lambda rec: _apply(table, rec), None):
                     progress = True

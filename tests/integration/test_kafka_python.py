@@ -568,3 +568,48 @@ def test_rejoin_after_partitions_are_added_completes_between_polls(
     assert member.assignment() == {TopicPartition(topic, p) for p in (0, 1, 2)}, "the wrapper never took partition 2"
     assert plain.assignment() != {TopicPartition(plain_topic, p) for p in (0, 1, 2)}, (
         "kafka-python collected the round itself: collect_finished_join may no longer be needed")
+
+
+def _watch_pauses_and_seeks(c: OrderedKafkaConsumer) -> List[str]:
+    """The pauses and seeks the core asks of the consumer's client from now on."""
+    port = c._core.port  # type: ignore[attr-defined]
+    calls: List[str] = []
+    pause, seek = port.pause, port.seek
+    port.pause = lambda tps: (calls.append(f"pause {tps}"), pause(tps))
+    port.seek = lambda tp, off: (calls.append(f"seek {tp} {off}"), seek(tp, off))
+    return calls
+
+
+def test_a_split_replay_holds_in_hand_without_a_pause_or_a_seek(
+        layout_admin: LayoutAdmin, topic: str, make_producer: Callable[..., OrderedKafkaProducer],
+        make_consumer: Callable[..., OrderedKafkaConsumer]) -> None:
+    """A new group replays both partitions of a split through poll():
+    partition 1 waits at its gate for partition 0, which the same consumer
+    delivers a moment later. Its records are kept in hand, not dropped by
+    a pause and fetched again after a seek; they come out in offset order,
+    and commits cover exactly what was delivered."""
+    layout_admin.create_topic(topic, 1, spare(2))
+    oracle = OrderingOracle()
+    _produce_through(layout_admin, topic, make_producer(linger_ms=20), oracle, "P1",
+                     [lambda: layout_admin.expand(topic, 2)], per_step=3)
+    assert [g.partition for g in layout_admin.sync().gates(topic)] == [1]
+    expected = oracle.report().acknowledged
+    c = make_consumer(max_poll_records=25)
+    c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+    calls = _watch_pauses_and_seeks(c)
+    last: Dict[int, int] = {}
+    seen = 0
+    deadline = time.monotonic() + 30
+    while seen < expected and time.monotonic() < deadline:
+        for tp, recs in c.poll(timeout_ms=100).items():
+            for r in recs:
+                assert r.offset > last.get(tp.partition, -1), "offsets of a partition go up"
+                last[tp.partition] = r.offset
+                oracle.delivered_value(r.key, r.value, where=f"{tp.partition}@{r.offset}")
+                seen += 1
+    report = oracle.report()
+    assert report.violations == () and report.duplicates == 0 and report.missing == 0, report
+    assert c.stall_seconds, "partition 1 was held at its gate"
+    assert calls == [], "held in hand: nothing was dropped to be fetched again"
+    c.commit()
+    assert [c.committed(TopicPartition(topic, q)) for q in (0, 1)] == [last[0] + 1, last[1] + 1]
