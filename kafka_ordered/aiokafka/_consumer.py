@@ -16,7 +16,7 @@ from aiokafka.errors import ConsumerStoppedError
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 from .. import _log
-from .._fastpath import admits_runs
+from .._fastpath import admits_runs, calm_wait
 from .._gating import GatingCore, GatingOptions
 from .._grouped import released_in_hand, serialized_size, take
 from .._ports import TP
@@ -431,12 +431,24 @@ class OrderedAIOKafkaConsumer:
         if calm.quiet:
             # Nothing to gate: the client's own fetch, its records untouched
             # until the calm's deadline (see kafka_ordered._fastpath.fast_fetch).
-            raw = await self._consumer.getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
-            if calm.quiet and time.monotonic() < calm.until and (
-                    not raw or admits_runs(calm, raw, _replace_headers)):
-                return raw
-            return await self._unharmed(self._decide_late(raw), {
-                (tp.topic, tp.partition): recs[0].offset for tp, recs in raw.items() if recs})
+            began = time.monotonic()
+            given = timeout_ms / 1000.0
+            wait = calm_wait(calm, given, began)
+            if wait is not None:
+                raw = await self._consumer.getmany(*partitions, timeout_ms=int(wait * 1000), max_records=max_records)
+                if raw:
+                    if calm.quiet and time.monotonic() < calm.until and admits_runs(calm, raw, _replace_headers):
+                        return raw
+                    return await self._unharmed(self._decide_late(raw), {
+                        (tp.topic, tp.partition): recs[0].offset for tp, recs in raw.items() if recs})
+                rest = timeout_ms - int((time.monotonic() - began) * 1000)
+                if wait == given or rest <= 0:
+                    if calm.quiet and time.monotonic() < calm.until:
+                        return raw
+                    return await self._decide_late(raw)
+                # Nothing came before the calm's end (held partitions' gates
+                # are looked at again then): the rest of the wait on the full path.
+                timeout_ms = rest
         firsts: Dict[TP, int] = {}
         return await self._unharmed(self._cycle(partitions, timeout_ms, max_records, firsts), firsts)
 

@@ -24,7 +24,7 @@ from ..gates import GateStatus, reset_policy
 from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
 from ..metrics import ConsumerMetrics
-from .._fastpath import admits_runs, replace_headers
+from .._fastpath import admits_runs, calm_wait, replace_headers
 from .._grouped import from_hand, released_in_hand, serialized_size, take
 from ._compat import (call_listener, collect_finished_join, dotted, off_loop, resume_discarding_parked,
                       subscription_positions)
@@ -296,14 +296,25 @@ class OrderedKafkaConsumer:
         if calm.quiet:
             # Nothing to gate: the client's own poll, its records untouched
             # until the calm's deadline (see kafka_ordered._fastpath.fast_fetch).
-            raw = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records, update_offsets=update_offsets)
-            if calm.quiet and time.monotonic() < calm.until and (not raw or admits_runs(calm, raw)):
-                return raw
-            if not raw:
-                core.idle()
-                return raw
-            core.fetched_late()
-            return self._take(raw, {})
+            began = time.monotonic()
+            given = timeout_ms / 1000.0
+            wait = calm_wait(calm, given, began)
+            if wait is not None:
+                raw = self._consumer.poll(timeout_ms=int(wait * 1000), max_records=max_records,
+                                          update_offsets=update_offsets)
+                if raw:
+                    if calm.quiet and time.monotonic() < calm.until and admits_runs(calm, raw):
+                        return raw
+                    core.fetched_late()
+                    return self._take(raw, {})
+                rest = timeout_ms - (time.monotonic() - began) * 1000
+                if wait == given or rest <= 0:
+                    if not (calm.quiet and time.monotonic() < calm.until):
+                        core.idle()
+                    return raw
+                # Nothing came before the calm's end (held partitions' gates
+                # are looked at again then): the rest of the wait on the full path.
+                timeout_ms = rest
         if max_records is None:
             max_records = self._consumer.config["max_poll_records"]
         cycle = core.poll_cycle(timeout_ms / 1000.0)

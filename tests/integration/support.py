@@ -7,6 +7,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from ..conftest import spare
+
+#: The keys :func:`one_split` writes.
+SPLIT_KEYS = [f"key-{i:04d}".encode() for i in range(200)]
+
 
 def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 15.0,
              isolation: str = "read_committed") -> Dict[int, List[Any]]:
@@ -48,3 +53,35 @@ def produce_keys(producer: Any, topic: str, keys: List[bytes], start_seq: Dict[b
         start_seq[k] = seq + 1
         producer.produce(topic, encode_value(pid, seq), k, on_delivery=cb)
         producer.poll(0)
+
+
+def one_split(admin: Any, producer: Any, topic: str, before: int = 3, after: int = 3) -> Tuple[int, int]:
+    """Topic of 1 undeleted partition (2 physical); ``before`` rounds of every
+    key through ``producer`` (an OrderedProducer), expand to 2, ``after``
+    more rounds. Returns the gate on partition 1: (start, wait on 0)."""
+    admin.create_topic(topic, 1, physical_partitions=spare(2))
+    seqs: Dict[bytes, int] = {}
+    for _ in range(before):
+        produce_keys(producer, topic, SPLIT_KEYS, seqs)
+    producer.flush(10)
+    admin.expand(topic, 2)
+    deadline = time.monotonic() + 10
+    while producer.history.current(topic).epoch != 2:  # type: ignore[union-attr]
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    for _ in range(after):
+        produce_keys(producer, topic, SPLIT_KEYS, seqs)
+    producer.flush(10)
+    gates = [g for g in admin.sync().gates(topic) if g.partition == 1]
+    assert len(gates) == 1 and set(gates[0].wait) == {0}
+    return gates[0].start, gates[0].wait[0]
+
+
+def commit_as_group(bootstrap: str, group: str, topic: str, partition: int, offset: int) -> None:
+    """Commit ``offset`` of ``topic``/``partition`` for ``group``, as another
+    member of it would."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
+    finally:
+        c.close()

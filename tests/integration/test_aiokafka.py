@@ -23,6 +23,7 @@ from kafka_ordered.aiokafka import OrderedAIOKafkaConsumer, OrderedAIOKafkaProdu
 from kafka_ordered.listener import PartitionKeyRebalanceListener  # noqa: E402
 from kafka_ordered.testing import OrderingOracle, encode_value  # noqa: E402
 
+from .support import commit_as_group, one_split  # noqa: E402
 from ..conftest import spare  # noqa: E402
 
 KEYS = [b"key-%03d" % i for i in range(40)]
@@ -476,3 +477,32 @@ def test_a_split_replay_holds_in_hand_without_a_pause_or_a_seek(
     assert stalled, "partition 1 was held at its gate"
     assert calls == [], "held in hand: nothing was dropped to be fetched again"
     assert committed == {0: last[0] + 1, 1: last[1] + 1}
+
+
+def test_a_gate_another_member_opens_is_seen_within_a_long_getmany(
+        layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
+        consumer_config: Dict[str, Any], closing: Callable[[Any], Any]) -> None:
+    """As for the confluent wrapper: while its only partition waits at a gate
+    on a partition another member owns, ``getmany(timeout_ms=5000)`` returns
+    the held records soon after that member commits, not at the timeout."""
+    start, wait = one_split(layout_admin, closing(OrderedProducer({"bootstrap.servers": bootstrap, **opts})), topic)
+
+    async def run() -> Tuple[float, List[int]]:
+        c = OrderedAIOKafkaConsumer(**consumer_config)
+        async with c:
+            await c.assign([TopicPartition(topic, 1)])
+            deadline = time.monotonic() + 15
+            while not (c._core.held() and c._core.calm.quiet):
+                assert time.monotonic() < deadline, "the partition was never held at its gate"
+                got = await c.getmany(timeout_ms=200)
+                assert all(r.offset < start for recs in got.values() for r in recs)
+            commit_as_group(bootstrap, consumer_config["group_id"], topic, 0, wait)
+            committed = time.monotonic()
+            got = {}
+            while not got and time.monotonic() - committed < 10:
+                got = await c.getmany(timeout_ms=5000)
+            return time.monotonic() - committed, [r.offset for r in got.get(TopicPartition(topic, 1), [])]
+
+    took, offsets = asyncio.run(run())
+    assert offsets[:1] == [start]
+    assert took < 2.5, "the gate's opening waited for the getmany's timeout"

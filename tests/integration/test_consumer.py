@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from kafka_ordered import (
     ConfigError,
@@ -19,9 +19,9 @@ from kafka_ordered import (
     partition_for,
 )
 from kafka_ordered.cli import main as cli_main
-from kafka_ordered.testing import OrderingOracle, decode_value
+from kafka_ordered.testing import OrderingOracle
 
-from .support import produce_keys
+from .support import commit_as_group, one_split
 from ..conftest import spare
 
 KEYS = [f"key-{i:04d}".encode() for i in range(200)]
@@ -39,27 +39,6 @@ class Recorder(PartitionKeyRebalanceListener):
 
     def on_partition_key_assigned(self, partitions: List[Any]) -> None:
         self.events += [(next(_clock), self.name, "assigned", p.partition) for p in partitions]
-
-
-def _one_split(admin: LayoutAdmin, producer: OrderedProducer, topic: str, before: int = 3, after: int = 3) -> Tuple[int, int]:
-    """Topic of 1 undeleted partition (2 physical); ``before`` rounds of every
-    key, expand to 2, ``after`` more rounds. Returns the gate (start, wait)."""
-    admin.create_topic(topic, 1, physical_partitions=spare(2))
-    seqs: Dict[bytes, int] = {}
-    for _ in range(before):
-        produce_keys(producer, topic, KEYS, seqs)
-    producer.flush(10)
-    admin.expand(topic, 2)
-    deadline = time.monotonic() + 10
-    while producer.history.current(topic).epoch != 2:  # type: ignore[union-attr]
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    for _ in range(after):
-        produce_keys(producer, topic, KEYS, seqs)
-    producer.flush(10)
-    gates = [g for g in admin.sync().gates(topic) if g.partition == 1]
-    assert len(gates) == 1 and set(gates[0].wait) == {0}
-    return gates[0].start, gates[0].wait[0]
 
 
 def _drain(consumers: Dict[str, OrderedConsumer], want: int, events: List[Tuple[int, str, str, int]],
@@ -83,7 +62,7 @@ def test_listener_hand_off_between_members(
     topic: str, unique: Callable[[str], str],
 ) -> None:
     producer = make_producer()
-    start, wait = _one_split(admin, producer, topic)
+    start, wait = one_split(admin, producer, topic)
     group = unique("g")
     events: List[Tuple[int, str, str, int]] = []
     owner_q, waiter_p = make_consumer(group), make_consumer(group)
@@ -109,7 +88,7 @@ def test_listener_order_inside_one_consumer(
     topic: str,
 ) -> None:
     producer = make_producer()
-    start, wait = _one_split(admin, producer, topic)
+    start, wait = one_split(admin, producer, topic)
     events: List[Tuple[int, str, str, int]] = []
     c = make_consumer()
     c.subscribe([topic], listener=Recorder("c", events))
@@ -126,7 +105,7 @@ def test_two_groups_gate_independently(
     topic: str, unique: Callable[[str], str], bootstrap: str, layout_topic: str, capsys: pytest.CaptureFixture[str],
 ) -> None:
     producer = make_producer()
-    start, wait = _one_split(admin, producer, topic)
+    start, wait = one_split(admin, producer, topic)
     g1, g2 = unique("g1"), unique("g2")
     reader = make_consumer(g1)
     reader.assign([TopicPartition(topic, 0)])
@@ -163,7 +142,7 @@ def test_crash_while_held_loses_nothing(
     topic: str, unique: Callable[[str], str],
 ) -> None:
     producer = make_producer()
-    start, wait = _one_split(admin, producer, topic)
+    start, wait = one_split(admin, producer, topic)
     group = unique("g")
     c = make_consumer(group, **{"auto.commit.interval.ms": 100})
     c.assign([TopicPartition(topic, 1)])
@@ -186,7 +165,7 @@ def test_group_starting_at_latest_does_not_wait_forever(
     topic: str,
 ) -> None:
     producer = make_producer()
-    start, wait = _one_split(admin, producer, topic)
+    start, wait = one_split(admin, producer, topic)
     c = make_consumer(**{"auto.offset.reset": "latest"})
     c.subscribe([topic])
     got: List[Any] = []
@@ -214,7 +193,7 @@ def test_partition_held_across_a_rebalance_is_delivered_after_it(
     """librdkafka keeps a paused partition paused through an eager rebalance;
     a gate hold from before it must not leave the partition stuck."""
     producer = make_producer()
-    start, wait = _one_split(admin, producer, topic)
+    start, wait = one_split(admin, producer, topic)
     group = unique("g")
     assignments: List[int] = []
     member = make_consumer(group)
@@ -376,7 +355,7 @@ def test_a_gate_another_member_opens_is_seen_within_a_long_poll(
     held records soon after the other member commits the source, not when
     its timeout ends."""
     producer = make_producer()
-    start, wait = _one_split(admin, producer, topic)
+    start, wait = one_split(admin, producer, topic)
     group = unique("group")
     c = make_consumer(group)
     c.assign([TopicPartition(topic, 1, 0)])
@@ -385,11 +364,7 @@ def test_a_gate_another_member_opens_is_seen_within_a_long_poll(
         assert time.monotonic() < deadline, "the partition was never held at its gate"
         m = c.poll(0.2)
         assert m is None or m.offset() < start
-    other = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        other.commit(offsets=[TopicPartition(topic, 0, wait)], asynchronous=False)
-    finally:
-        other.close()
+    commit_as_group(bootstrap, group, topic, 0, wait)  # the member that owns partition 0
     committed = time.monotonic()
     m = c.poll(5.0)
     while m is None and time.monotonic() - committed < 10:
@@ -409,7 +384,7 @@ def test_a_gate_that_opens_while_its_partition_is_fetched_costs_no_refetch(
     flight, a long poll of up to fetch.wait.max.ms once partition 0 is
     caught up (the history-replay benchmark lost ~0.5 s at each such release)."""
     producer = make_producer()
-    start, wait = _one_split(admin, producer, topic)
+    start, wait = one_split(admin, producer, topic)
     c = make_consumer()
     port = c._core.port  # type: ignore[attr-defined]
     calls: List[str] = []
@@ -434,7 +409,7 @@ def test_records_kept_in_hand_come_out_one_by_one_through_poll(
     """The same replay through poll(): records kept in hand are delivered one
     per call, in offset order, before anything fetched after them."""
     producer = make_producer()
-    _one_split(admin, producer, topic)
+    one_split(admin, producer, topic)
     c = make_consumer(**{"enable.auto.commit": True, "auto.commit.interval.ms": 50})
     c.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
     oracle = OrderingOracle()

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kafka.structs import TopicPartition
 
-from kafka_ordered import ConfigError, PartitionOverrideError
+from kafka_ordered import ConfigError, OrderedProducer, PartitionOverrideError
 from kafka_ordered.admin import LayoutAdmin
 from kafka_ordered.assignment import assign_partitions
 from kafka_ordered.kafka_python import BufferedRecordFuture, OrderedKafkaConsumer, OrderedKafkaProducer
@@ -21,6 +21,7 @@ from kafka_ordered.layout import Layout
 from kafka_ordered.listener import PartitionKeyRebalanceListener
 from kafka_ordered.testing import OrderingOracle, encode_value
 
+from .support import commit_as_group, one_split
 from ..conftest import create_plain_topic, spare
 
 KEYS = [b"key-%03d" % i for i in range(40)]
@@ -613,3 +614,26 @@ def test_a_split_replay_holds_in_hand_without_a_pause_or_a_seek(
     assert calls == [], "held in hand: nothing was dropped to be fetched again"
     c.commit()
     assert [c.committed(TopicPartition(topic, q)) for q in (0, 1)] == [last[0] + 1, last[1] + 1]
+
+
+def test_a_gate_another_member_opens_is_seen_within_a_long_poll(
+        layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any], unique: Callable[[str], str],
+        make_consumer: Callable[..., OrderedKafkaConsumer], closing: Callable[[Any], Any]) -> None:
+    """As for the confluent wrapper: while its only partition waits at a gate
+    on a partition another member owns, ``poll(timeout_ms=5000)`` returns
+    the held records soon after that member commits, not at the timeout."""
+    start, wait = one_split(layout_admin, closing(OrderedProducer({"bootstrap.servers": bootstrap, **opts})), topic)
+    group = unique("group")
+    c = make_consumer(group_id=group)
+    c.assign([TopicPartition(topic, 1)])
+    deadline = time.monotonic() + 15
+    while not (c._core.held() and c._core.calm.quiet):  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, "the partition was never held at its gate"
+        assert all(r.offset < start for recs in c.poll(timeout_ms=200).values() for r in recs)
+    commit_as_group(bootstrap, group, topic, 0, wait)
+    committed = time.monotonic()
+    got: Dict[Any, List[Any]] = {}
+    while not got and time.monotonic() - committed < 10:
+        got = c.poll(timeout_ms=5000)
+    assert [r.offset for r in got.get(TopicPartition(topic, 1), [])][:1] == [start]
+    assert time.monotonic() - committed < 2.5, "the gate's opening waited for the poll's timeout"
