@@ -1056,6 +1056,11 @@ class PollCycle:
         self._deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
         core.begin_poll()
 
+    @property
+    def core(self) -> GatingCore:
+        """The core whose poll this is."""
+        return self._core
+
     def wait(self, full: bool = False) -> Optional[float]:
         """How long the next client fetch may wait (``None``: forever): what
         is left of the poll, shorter while gates are closed so that they are

@@ -17,7 +17,7 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 from .. import _log
 from .._fastpath import admits_runs, calm_wait
-from .._gating import GatingCore, GatingOptions
+from .._gating import GatingCore, GatingOptions, PollCycle
 from .._grouped import released_in_hand, serialized_size, take
 from .._ports import TP
 from ..config import (
@@ -58,6 +58,16 @@ def _decide(core: GatingCore, raw: Dict[TopicPartition, List[ConsumerRecord]],
         if kept:
             firsts[key] = min(firsts.get(key, kept[0].offset), kept[0].offset)
     return take(core, raw, out, _replace_headers, limit, among)
+
+
+def _decided(cycle: PollCycle, raw: Dict[TopicPartition, List[ConsumerRecord]],
+             out: Dict[TopicPartition, List[ConsumerRecord]], firsts: Dict[TP, int]
+             ) -> Tuple[Dict[TopicPartition, List[ConsumerRecord]], bool]:
+    """One fetch of a poll cycle decided on the worker (:func:`_decide`)
+    and whether the cycle is over (:meth:`PollCycle.done`), in one hop."""
+    if raw:
+        out = _decide(cycle.core, raw, out, firsts)
+    return out, cycle.done(bool(out))
 
 
 def _rewind_noted(core: GatingCore, firsts: Dict[TP, int]) -> None:
@@ -493,9 +503,8 @@ class OrderedAIOKafkaConsumer:
             wait = cycle.wait()
             raw = await self._consumer.getmany(*partitions, timeout_ms=int((wait or 0.0) * 1000),
                                                max_records=max_records)
-            if raw:
-                out = await bridge.run(_decide, core, raw, out, firsts)
-            if await bridge.run(cycle.done, bool(out)):
+            out, done = await bridge.run(_decided, cycle, raw, out, firsts)
+            if done:
                 return out
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
