@@ -1181,37 +1181,21 @@ calm_set_expected(Calm *self, PyObject *value, void *closure)
     return 0;
 }
 
+/* The set-valued fields (managed, held): closure is the field's offset. */
 static PyObject *
-calm_get_managed(Calm *self, void *closure)
+calm_get_set(Calm *self, void *closure)
 {
-    return Py_NewRef(self->managed);
+    return Py_NewRef(*(PyObject **)((char *)self + (Py_ssize_t)closure));
 }
 
 static int
-calm_set_managed(Calm *self, PyObject *value, void *closure)
+calm_set_set(Calm *self, PyObject *value, void *closure)
 {
     if (value == NULL || !PyAnySet_Check(value)) {
-        PyErr_SetString(PyExc_TypeError, "managed must be a set or frozenset");
+        PyErr_SetString(PyExc_TypeError, "managed and held must be sets or frozensets");
         return -1;
     }
-    Py_SETREF(self->managed, Py_NewRef(value));
-    return 0;
-}
-
-static PyObject *
-calm_get_held(Calm *self, void *closure)
-{
-    return Py_NewRef(self->held);
-}
-
-static int
-calm_set_held(Calm *self, PyObject *value, void *closure)
-{
-    if (value == NULL || !PyAnySet_Check(value)) {
-        PyErr_SetString(PyExc_TypeError, "held must be a set or frozenset");
-        return -1;
-    }
-    Py_SETREF(self->held, Py_NewRef(value));
+    Py_SETREF(*(PyObject **)((char *)self + (Py_ssize_t)closure), Py_NewRef(value));
     return 0;
 }
 
@@ -1226,9 +1210,11 @@ static PyGetSetDef calm_getset[] = {
     {"quiet", (getter)calm_get_quiet, (setter)calm_set_quiet, "no gating work pending", NULL},
     {"expected", (getter)calm_get_expected, (setter)calm_set_expected,
      "{(topic, partition): next offset expected} (a dict)", NULL},
-    {"managed", (getter)calm_get_managed, (setter)calm_set_managed, "topics whose records are checked (a set)", NULL},
-    {"held", (getter)calm_get_held, (setter)calm_set_held,
-     "(topic, partition) held by a pause at a gate: their records take the full path (a set)", NULL},
+    {"managed", (getter)calm_get_set, (setter)calm_set_set, "topics whose records are checked (a set)",
+     (void *)offsetof(Calm, managed)},
+    {"held", (getter)calm_get_set, (setter)calm_set_set,
+     "(topic, partition) held by a pause at a gate: their records take the full path (a set)",
+     (void *)offsetof(Calm, held)},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1604,6 +1590,19 @@ ff_timeout(FastFetch *self, PyObject *const *args, size_t nargsf, PyObject *kwna
     return 0;
 }
 
+/* res (an empty fetch) once idle() ran (the per-poll work); NULL if it raised. */
+static PyObject *
+idle_then(FastFetch *self, PyObject *res)
+{
+    PyObject *out = PyObject_CallNoArgs(self->idle);
+    if (out == NULL) {
+        Py_DECREF(res);
+        return NULL;
+    }
+    Py_DECREF(out);
+    return res;
+}
+
 /* The fetch of a calm beside held partitions (see FastFetch): NULL with
  * *done = 0 when the call must go to slow(...) instead; else what it returns
  * (*done = 1: already the call's result). */
@@ -1636,13 +1635,7 @@ ff_held_fetch(FastFetch *self, PyObject *const *args, size_t nargsf, PyObject *k
     }
     t -= monotonic_s() - began;
     if (t <= 0) {
-        out = PyObject_CallNoArgs(self->idle);
-        if (out == NULL) {
-            Py_DECREF(res);
-            return NULL;
-        }
-        Py_DECREF(out);
-        return res;
+        return idle_then(self, res);
     }
     Py_DECREF(res);
     rest = PyFloat_FromDouble(t);
@@ -1692,13 +1685,7 @@ ff_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwna
         return out;
     }
     if (empty_result(res)) {
-        out = PyObject_CallNoArgs(self->idle);
-        if (out == NULL) {
-            Py_DECREF(res);
-            return NULL;
-        }
-        Py_DECREF(out);
-        return res;
+        return idle_then(self, res);
     }
     out = PyObject_CallOneArg(self->after, res);
     Py_DECREF(res);

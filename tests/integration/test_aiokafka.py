@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import Any, Callable, Dict, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 import pytest
 
@@ -58,11 +58,15 @@ def consumer_config(bootstrap: str, opts: Dict[str, Any], unique: Callable[[str]
 
 
 def _backlog(layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
-             closing: Callable[[Any], Any]) -> OrderingOracle:
-    """Per-key sequences written through 2 -> 4 -> 3 -> 5 partitions before
-    any consumer starts: a consumer may fetch new partitions before old ones,
-    so only the gates keep the order."""
-    layout_admin.create_topic(topic, 2, spare(6))
+             closing: Callable[[Any], Any], changes: Sequence[Tuple[str, int]] = (("expand", 4), ("shrink", 3),
+                                                                                ("expand", 5)),
+             partitions: int = 2, physical: int = 6, per_step: int = 4) -> OrderingOracle:
+    """Per-key sequences written through ``partitions`` and then each of
+    ``changes`` (by default 2 -> 4 -> 3 -> 5 partitions), ``per_step`` rounds
+    of every key before and after each, before any consumer starts: a
+    consumer may fetch new partitions before old ones, so only the gates
+    keep the order."""
+    layout_admin.create_topic(topic, partitions, spare(physical))
     oracle = OrderingOracle()
     p = closing(OrderedProducer({"bootstrap.servers": bootstrap, "linger.ms": 20, **opts}))
     seq: Dict[bytes, int] = {}
@@ -76,15 +80,14 @@ def _backlog(layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[s
                 p.produce(topic, key=k, value=v)
                 sent.append((k, v))
 
-    rounds(4)
-    for step in (lambda: layout_admin.expand(topic, 4), lambda: layout_admin.shrink(topic, 3),
-                 lambda: layout_admin.expand(topic, 5)):
-        step()
+    rounds(per_step)
+    for op, n in changes:
+        getattr(layout_admin, op)(topic, n)
         deadline = time.monotonic() + 10
         while p.history.current(topic).epoch < layout_admin.layout(topic).epoch:  # type: ignore[union-attr]
             assert time.monotonic() < deadline, "the producer never saw the new layout"
             time.sleep(0.01)
-        rounds(4)
+        rounds(per_step)
     assert p.flush(30) == 0
     for k, v in sent:
         oracle.acknowledged_value(k, v)
@@ -426,27 +429,9 @@ def test_a_split_replay_holds_in_hand_without_a_pause_or_a_seek(
     a pause and fetched again after a seek (history replay ran at 0.34x the
     raw client); they come out in offset order, and commits cover exactly
     what was delivered."""
-    layout_admin.create_topic(topic, 1, spare(2))
-    oracle = OrderingOracle()
-    p = closing(OrderedProducer({"bootstrap.servers": bootstrap, "linger.ms": 20, **opts}))
-    seq: Dict[bytes, int] = {}
-    sent: List[Tuple[bytes, bytes]] = []
-    for n, step in ((3, lambda: layout_admin.expand(topic, 2)), (3, None)):
-        for _ in range(n):
-            for k in KEYS:
-                v = encode_value("P1", seq.get(k, 0))
-                seq[k] = seq.get(k, 0) + 1
-                p.produce(topic, key=k, value=v)
-                sent.append((k, v))
-        if step is not None:
-            step()
-            deadline = time.monotonic() + 10
-            while p.history.current(topic).epoch < layout_admin.layout(topic).epoch:  # type: ignore[union-attr]
-                assert time.monotonic() < deadline, "the producer never saw the new layout"
-                time.sleep(0.01)
-    assert p.flush(30) == 0
-    for k, v in sent:
-        oracle.acknowledged_value(k, v)
+    oracle = _backlog(layout_admin, topic, bootstrap, opts, closing, [("expand", 2)], partitions=1, physical=2,
+                      per_step=3)
+    expected = oracle.report().acknowledged
     assert [g.partition for g in layout_admin.sync().gates(topic)] == [1]
 
     async def run() -> Tuple[List[str], Dict[int, int], Dict[int, int], bool]:
@@ -460,7 +445,7 @@ def test_a_split_replay_holds_in_hand_without_a_pause_or_a_seek(
             port.seek = lambda tp, off: (calls.append(f"seek {tp} {off}"), seek(tp, off))
             last: Dict[int, int] = {}
             deadline = time.monotonic() + 30
-            while oracle.report().unique < len(sent) and time.monotonic() < deadline:
+            while oracle.report().unique < expected and time.monotonic() < deadline:
                 for tp, recs in (await c.getmany(timeout_ms=100, max_records=25)).items():
                     assert len(recs) <= 25
                     for r in recs:
