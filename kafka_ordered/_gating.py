@@ -262,8 +262,9 @@ class GatingCore:
               for tp in tps if committed.get(tp, -1) >= 0 or tp in starts}
         if self.opts.gating:
             # A sync above came after the committed positions were fixed; the
-            # others are owed one catch-up, made by the first fetch, while the
-            # client fetches (docs/protocol.md, "one catch-up per assignment").
+            # others are owed one catch-up, made when the next poll begins,
+            # while the client fetches (docs/protocol.md, "one catch-up per
+            # assignment").
             for tp, off in at.items():
                 if decide and tp not in starts:
                     self.freshness.cover({tp: off})
@@ -276,8 +277,8 @@ class GatingCore:
     def assigned_at(self, offsets: Mapping[TP, int]) -> None:
         """Record partitions assigned at explicit offsets (nothing to resolve).
         The offsets count as fixed (the application observed them before the
-        call): the first fetch after this call catches the layout view up
-        once for all of them."""
+        call): the next poll catches the layout view up once for all of them
+        (:meth:`begin_poll`)."""
         self.calm.quiet = False
         self._scope += 1
         self._dirty = True

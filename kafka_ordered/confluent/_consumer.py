@@ -233,8 +233,8 @@ class OrderedConsumer:
         """``assign`` (the client's ``assign`` or ``incremental_assign``) at
         the start positions, once the core recorded them: the client never
         fetches a partition the core does not gate. (At explicit offsets
-        recording them reads nothing: the layout log is caught up by the
-        first fetch, while the client fetches.)"""
+        recording them reads nothing: the layout log is caught up when the
+        next poll begins, while the client fetches.)"""
         self._start_positions(partitions)
         assign(partitions)
         self._resume_assigned(partitions)
