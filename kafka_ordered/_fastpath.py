@@ -66,7 +66,8 @@ from .tokens import HEADER as _STAMP_HEADER
 from .tombstones import HEADER as _MOVED_HEADER
 
 __all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route", "method",
-           "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "replace_headers", "calm_wait", "fast_fetch",
+           "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "replace_headers", "calm_wait", "calm_rest",
+           "fast_fetch",
            "fast_fetch_py"]
 
 
@@ -343,6 +344,20 @@ def calm_wait(calm: Any, timeout: float, now: float) -> Optional[float]:
     return left if timeout < 0 or timeout > left else timeout
 
 
+def calm_rest(timeout: float, cut: float, began: float, now: float) -> Optional[float]:
+    """After a calm fetch that waited up to ``cut`` seconds (:func:`calm_wait`)
+    of a call's ``timeout`` (negative: forever), begun at ``began``, came
+    back empty at ``now``: what is left of the call's wait for the full path
+    (negative: forever), or ``None`` when the call is over (its wait was not
+    cut, or its time is up)."""
+    if cut == timeout:
+        return None
+    if timeout < 0:
+        return timeout
+    rest = timeout - (now - began)
+    return rest if rest > 0 else None
+
+
 def fast_fetch_py(fetch: Callable[..., Any], slow: Callable[..., Any], after: Callable[[Any], Any],
                   idle: Callable[[], Any], calm: Any, timeout_at: int = 0) -> Callable[..., Any]:
     """The pure-Python fetch path (see the module docstring)."""
@@ -372,10 +387,8 @@ def fast_fetch_py(fetch: Callable[..., Any], slow: Callable[..., Any], after: Ca
         if not (got is None or (got.__class__ in _CONTAINERS and not got)):
             return False, got
         # Nothing came before the calm's end: the rest of the wait goes through the full path.
-        if t < 0:
-            return True, slow(*args, **kwargs)
-        rest = t - (monotonic() - began)
-        if rest <= 0:
+        rest = calm_rest(t, left, began, monotonic())
+        if rest is None:
             idle()
             return True, got
         a, k = with_timeout(rest)

@@ -75,11 +75,14 @@ def released_in_hand(core: GatingCore, among: Optional[AbstractSet[TP]] = None) 
     wait to be decided again (their partition was released): the adapters
     then call :func:`take` before fetching more, so they come out without
     waiting for the client."""
-    kept = core.kept
-    if not kept:
-        return False
+    return bool(core.kept) and bool(_released(core, among))
+
+
+def _released(core: GatingCore, among: Optional[AbstractSet[TP]]) -> List[TP]:
+    """The partitions with records in hand that are no longer held (of
+    ``among``; all when ``None``), in the order they were kept."""
     held = core.parts.held
-    return any(tp not in held and (among is None or tp in among) for tp in kept)
+    return [tp for tp in core.kept if tp not in held and (among is None or tp in among)]
 
 
 def from_hand(core: GatingCore, limit: Optional[int] = None,
@@ -169,10 +172,9 @@ def _from_hand(core: GatingCore, out: Dict[Any, List[Any]], limit: Optional[int]
     held again keeps the rest in hand, or (held by a pause) its client
     fetches it again."""
     kept = core.kept
-    held = core.parts.held
     room = limit
     offset = core.kept_offset
-    for key in [tp for tp in kept if tp not in held and (among is None or tp in among)]:
+    for key in _released(core, among):
         if room is not None and room <= 0:
             break
         recs = kept[key]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 import time
 from types import TracebackType
 from typing import Any, Awaitable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
@@ -15,7 +16,7 @@ from aiokafka.errors import ConsumerStoppedError
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 from .. import _log
-from .._fastpath import admits_runs, calm_wait
+from .._fastpath import admits_runs, calm_rest, calm_wait
 from .._gating import GatingCore, GatingOptions, PollCycle
 from .._grouped import released_in_hand, serialized_size, take
 from .._ports import TP
@@ -454,14 +455,14 @@ class OrderedAIOKafkaConsumer:
                         return raw
                     return await self._unharmed(self._decide_late(raw), {
                         (tp.topic, tp.partition): recs[0].offset for tp, recs in raw.items() if recs})
-                rest = timeout_ms - int((time.monotonic() - began) * 1000)
-                if wait == given or rest <= 0:
+                rest = calm_rest(given, wait, began, time.monotonic())
+                if rest is None:
                     if calm.quiet and time.monotonic() < calm.until:
                         return raw
                     return await self._decide_late(raw)
                 # Nothing came before the calm's end (held partitions' gates
                 # are looked at again then): the rest of the wait on the full path.
-                timeout_ms = rest
+                timeout_ms = math.ceil(rest * 1000)
         firsts: Dict[TP, int] = {}
         return await self._unharmed(self._cycle(partitions, timeout_ms, max_records, firsts), firsts)
 

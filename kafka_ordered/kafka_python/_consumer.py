@@ -24,7 +24,7 @@ from ..gates import GateStatus, reset_policy
 from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
 from ..metrics import ConsumerMetrics
-from .._fastpath import admits_runs, calm_wait, replace_headers
+from .._fastpath import admits_runs, calm_rest, calm_wait, replace_headers
 from .._grouped import from_hand, released_in_hand, serialized_size, take
 from ._compat import (call_listener, collect_finished_join, dotted, off_loop, resume_discarding_parked,
                       subscription_positions)
@@ -307,14 +307,14 @@ class OrderedKafkaConsumer:
                         return raw
                     core.fetched_late()
                     return self._take(raw, {})
-                rest = timeout_ms - (time.monotonic() - began) * 1000
-                if wait == given or rest <= 0:
+                rest = calm_rest(given, wait, began, time.monotonic())
+                if rest is None:
                     if not (calm.quiet and time.monotonic() < calm.until):
                         core.idle()
                     return raw
                 # Nothing came before the calm's end (held partitions' gates
                 # are looked at again then): the rest of the wait on the full path.
-                timeout_ms = rest
+                timeout_ms = rest * 1000
         if max_records is None:
             max_records = self._consumer.config["max_poll_records"]
         cycle = core.poll_cycle(timeout_ms / 1000.0)
