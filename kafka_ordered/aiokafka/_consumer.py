@@ -51,17 +51,25 @@ def _decide(core: GatingCore, raw: Dict[TopicPartition, List[ConsumerRecord]],
             limit: Optional[int] = None, among: Optional[Set[TP]] = None
             ) -> Dict[TopicPartition, List[ConsumerRecord]]:
     """:func:`~kafka_ordered._grouped.take` on the worker, after noting in
-    ``firsts`` the first offset of every partition it may deliver from
-    (fetched, or in hand): a caller cancelled meanwhile never sees the
-    result, and :meth:`OrderedAIOKafkaConsumer._unharmed` rewinds there."""
-    for tp, recs in raw.items():
-        if recs:
-            key = (tp.topic, tp.partition)
-            firsts[key] = min(firsts.get(key, recs[0].offset), recs[0].offset)
+    ``firsts`` the first offset of every partition it may deliver from hand
+    (the fetched ones were noted on the loop, :func:`_note_fetched`): a
+    caller cancelled meanwhile never sees the result, and
+    :meth:`OrderedAIOKafkaConsumer._unharmed` rewinds there."""
     for key, kept in core.kept.items():
         if kept:
             firsts[key] = min(firsts.get(key, kept[0].offset), kept[0].offset)
     return take(core, raw, out, _replace_headers, limit, among)
+
+
+def _note_fetched(firsts: Dict[TP, int], raw: Dict[TopicPartition, List[ConsumerRecord]]) -> None:
+    """Note in ``firsts`` the first offset of every partition of a fetch, on
+    the loop before the fetch goes to the worker: a call cancelled while its
+    job still waits for the worker cancels the job, which then never runs,
+    and the fetched records must still be fetched again."""
+    for tp, recs in raw.items():
+        if recs:
+            key = (tp.topic, tp.partition)
+            firsts[key] = min(firsts.get(key, recs[0].offset), recs[0].offset)
 
 
 def _decided(cycle: PollCycle, raw: Dict[TopicPartition, List[ConsumerRecord]],
@@ -507,6 +515,7 @@ class OrderedAIOKafkaConsumer:
             wait = cycle.wait()
             raw = await self._consumer.getmany(*partitions, timeout_ms=int((wait or 0.0) * 1000),
                                                max_records=max_records)
+            _note_fetched(firsts, raw)
             out, done = await bridge.run(_decided, cycle, raw, out, firsts)
             if done:
                 return out
