@@ -43,7 +43,8 @@ from .listener import PartitionKeyRebalanceListener
 from .metrics import GATE_WAIT_BUCKETS, ConsumerMetrics, GateMetrics, WaitHistogram
 from .tokens import Run
 
-__all__ = ["KEEP_IN_HAND_BYTES", "KEEP_IN_HAND_RECORDS", "GatingCore", "GatingOptions", "PollCycle"]
+__all__ = ["KEEP_IN_HAND_BYTES", "KEEP_IN_HAND_RECORDS", "START_READ_RETRY_S", "GatingCore", "GatingOptions",
+           "PollCycle", "StartRead"]
 
 log = logging.getLogger("kafka_ordered.consumer")
 
@@ -56,6 +57,36 @@ _LOG_START_REFRESH_S = 5.0
 #: :meth:`GatingCore.keep` pauses it and seeks it back to the hold.
 KEEP_IN_HAND_RECORDS = 10_000
 KEEP_IN_HAND_BYTES = 16 * 1024 * 1024
+
+#: How long the read of the group's commits that starts an assignment is
+#: tried again while the cluster cannot answer it (the group coordinator
+#: moving): the assigned partitions are not fetched meanwhile.
+START_READ_RETRY_S = 60.0
+
+
+class StartRead:
+    """The retry rule of the read of the group's commits that starts an
+    assignment, for every client: a retriable failure is tried again after
+    a growing pause (50 ms doubling to 1 s) for up to
+    :data:`START_READ_RETRY_S`; any other failure, or one past that, is
+    final. The partitions of a final failure must not be fetched ungated:
+    the adapter leaves them paused in the client and raises the error
+    (librdkafka and kafka-python would otherwise fetch them from their
+    commit when the assignment callback raises)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._until = clock() + START_READ_RETRY_S
+        self._delay = 0.05
+
+    def retry_after(self, error: KafkaOrderedError) -> float:
+        """The pause before trying again after ``error``; raises ``error``
+        when it is final."""
+        if not error.retriable or self._clock() + self._delay > self._until:
+            raise error
+        log.warning("could not read the group's commits to start an assignment (%s); trying again", error)
+        delay, self._delay = self._delay, min(1.0, self._delay * 2)
+        return delay
 
 
 class GatingOptions:
@@ -116,6 +147,7 @@ class GatingCore:
         self._stored_mode = not options.auto_store
         self._committed_at = float("-inf")
         self._log_start_at = float("-inf")
+        self._unread: Set[str] = set()  # the periodic reads now failing (logged once)
         self._gate_offsets: Dict[str, int] = {}
         self._seen_version = -1
         #: Expected fetch offsets and the catch-ups of the causal-token rule.
@@ -388,8 +420,8 @@ class GatingCore:
             self.freshness.pay_sought()
         waited = self.keeper.waited_on()
         if waited and self.parts.commit_unknown:
-            self._read_commits(waited)
-            waited = self.keeper.waited_on()
+            # Unread (the cluster not answering): the waits are judged at a later poll.
+            waited = self.keeper.waited_on() if self._read_commits(waited) else frozenset()
         if waited:
             new = self._finished(waited)
             crossed = []
@@ -406,14 +438,20 @@ class GatingCore:
                 self.commit_processed()
         self.maintain()
 
-    def _read_commits(self, waited: Iterable[TP]) -> None:
+    def _read_commits(self, waited: Iterable[TP]) -> bool:
         """Read the group's commit of partitions assigned at explicit offsets
         that hand-off waits are kept for: waits it passed need nothing more
-        (one request per assignment)."""
+        (one request per assignment). Whether the commits are known now."""
         unknown = set(self.parts.commits_known())
         want = [tp for tp in waited if tp in unknown]
-        if want:
-            self.committed(self.port.committed(want))
+        if not want:
+            return True
+        got = self._read_again_later("the commits of partitions assigned at explicit offsets",
+                                     self.port.committed, want)
+        if got is None:
+            return False
+        self.committed(got)
+        return True
 
     def refresh_gates(self, force: bool = False) -> None:
         """Track the gates of registrations applied since the last refresh
@@ -481,6 +519,28 @@ class GatingCore:
         self.freshness.admit(runs)
         self.refresh_gates()
 
+    def _read_again_later(self, what: str, read: Callable[[List[TP]], Dict[TP, int]],
+                          tps: Iterable[TP]) -> Optional[Dict[TP, int]]:
+        """``read(tps)``, or ``None`` when the cluster cannot answer now (a
+        retriable error: the group coordinator or a leader moving). The
+        reads that open gates are periodic: a gate stays closed until one
+        succeeds, and a poll does not fail because of it, as a raw client's
+        does not. Other errors are raised."""
+        try:
+            got = read(sorted(tps))
+        except KafkaOrderedError as e:
+            if not e.retriable:
+                raise
+            if what not in self._unread:
+                log.warning("could not read %s (%s); the gates waiting on them stay closed, read again "
+                            "every %.1f s", what, e, self.opts.commit_interval / 2)
+            self._unread.add(what)
+            return None
+        if what in self._unread:
+            self._unread.discard(what)
+            log.info("read %s again", what)
+        return got
+
     def maintain(self) -> None:
         """Open gates whose sources were processed, release held partitions,
         make due commits. Does nothing while this member owns nothing."""
@@ -493,16 +553,20 @@ class GatingCore:
         if sources:
             unowned = [tp for tp in sources if tp not in parts.owned]
             if unowned and now - self._committed_at >= self.opts.commit_interval / 2:
-                for tp, off in self.port.committed(unowned).items():
+                self._committed_at = now
+                commits = self._read_again_later("the commits of partitions other members own",
+                                                 self.port.committed, unowned) or {}
+                for tp, off in commits.items():
                     st = parts.source(tp)
                     st.committed = max(st.committed, off)
-                self._committed_at = now
-                self._dirty = True
+                self._dirty = self._dirty or bool(commits)
             if now - self._log_start_at >= _LOG_START_REFRESH_S:
-                for tp, off in self.offsets.start_offsets(sources).items():
-                    parts.source(tp).log_start = off
                 self._log_start_at = now
-                self._dirty = True
+                starts = self._read_again_later("the log-start offsets of sources", self.offsets.start_offsets,
+                                                sources) or {}
+                for tp, off in starts.items():
+                    parts.source(tp).log_start = off
+                self._dirty = self._dirty or bool(starts)
         if self._dirty:
             # Work only when an input changed: new gates, commits, positions,
             # log starts (the keeper then touches what moved).
@@ -823,6 +887,14 @@ class GatingCore:
         mine = [tp for tp in tps if tp not in paused]
         if mine:
             self.port.resume(mine)
+
+    def start_failed(self, tps: Sequence[TP]) -> None:
+        """The client took an assignment of ``tps`` whose start could not be
+        read (:class:`StartRead`): they stay paused in the client, so
+        nothing of them is fetched ungated, until a later assignment
+        (:meth:`unpause_assigned`)."""
+        if tps:
+            self.port.pause(list(tps))
 
     def unpause_assigned(self, tps: Sequence[TP]) -> None:
         """The client took an assignment of ``tps``: a hold from before the

@@ -15,10 +15,10 @@ that raise it in :attr:`KafkaOrderedError.codes` (by their
 >= 0, librdkafka's client-side codes < 0) and says in
 :attr:`KafkaOrderedError.retriable` whether the same call may succeed when
 retried; :data:`CODES` (every code known) and :func:`for_code` are derived
-from the classes, and :func:`translate` turns a confluent-kafka failure into
-an instance (``raise translate(e, ...) from e``).
-This module is pure: it does not import confluent-kafka (its errors are
-recognised by duck typing).
+from the classes, and :func:`translate` turns a confluent-kafka, kafka-python
+or aiokafka failure into an instance (``raise translate(e, ...) from e``).
+This module is pure: it imports no client (their errors are recognised by
+duck typing).
 """
 
 from __future__ import annotations
@@ -371,25 +371,43 @@ def _client_error(exc: BaseException) -> Optional[Any]:
     return None
 
 
+def _python_client_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of kafka-python's or aiokafka's own errors
+    (their ``KafkaError`` classes say ``retriable``; a broker response's
+    class also carries its code in ``errno``)."""
+    return (type(exc).__module__.partition(".")[0] in ("kafka", "aiokafka")
+            and isinstance(getattr(exc, "retriable", None), bool))
+
+
 def translate(exc: BaseException, what: str, *, api: Optional[str] = None) -> KafkaOrderedError:
     """The :class:`KafkaOrderedError` for a failed client call doing ``what``
     (a phrase such as ``"reading metadata of t"``); raise it ``from exc``.
 
-    ``exc`` is a confluent-kafka ``KafkaException`` (or ``KafkaError``): the
-    class comes from :func:`for_code` and the result keeps the code in
-    ``.code``. ``api`` names the Kafka API the call used; it goes into
+    ``exc`` is a confluent-kafka ``KafkaException`` (or ``KafkaError``), or
+    a kafka-python or aiokafka error: for a code the broker or librdkafka
+    gave, the class comes from :func:`for_code` and the result keeps the code
+    in ``.code``. ``api`` names the Kafka API the call used; it goes into
     :class:`UnsupportedBrokerApiError`'s ``api`` (``"unknown"`` when not
-    given). A ``concurrent.futures`` or builtin timeout becomes
+    given). A ``concurrent.futures`` or builtin timeout, and a connection
+    failure or timeout of kafka-python's or aiokafka's own (an error without
+    a broker code that is retriable or a timeout), become
     :class:`BrokerUnavailableError` with ``code=None``; any other exception a
     :class:`KafkaOrderedError` with ``code=None``. Never raises.
     """
     if isinstance(exc, (concurrent.futures.TimeoutError, TimeoutError)):
         return BrokerUnavailableError(f"{what}: no answer from the cluster in time; check bootstrap.servers")
-    err = _client_error(exc)
-    if err is None:
-        return KafkaOrderedError(f"{what}: {exc}")
-    code: int = err.code()
-    text = _text(err)
+    if _python_client_error(exc):
+        errno = getattr(exc, "errno", None)
+        if not isinstance(errno, int) or errno < 0:
+            if getattr(exc, "retriable", False) or type(exc).__name__.endswith("TimeoutError"):
+                return BrokerUnavailableError(f"{what}: broker unavailable ({exc}); check bootstrap.servers")
+            return KafkaOrderedError(f"{what}: {exc}")
+        code, text = errno, str(exc)
+    else:
+        err = _client_error(exc)
+        if err is None:
+            return KafkaOrderedError(f"{what}: {exc}")
+        code, text = err.code(), _text(err)
     cls = for_code(code)
     if cls is BrokerUnavailableError:
         return BrokerUnavailableError(f"{what}: broker unavailable ({text}); check bootstrap.servers", code=code)

@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Dict, List, Mapping, Optional, Sequence, Set,
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.errors import ConsumerStoppedError
+from aiokafka.errors import ConsumerStoppedError, KafkaError
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 from .. import _log
@@ -24,7 +24,7 @@ from ..config import (
     CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, dotted, kafka_python_connection_config, metrics_client_id, split_config,
     truthy,
 )
-from ..errors import ConfigError
+from ..errors import ConfigError, translate
 from ..gates import GateStatus, reset_policy
 from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
@@ -134,8 +134,11 @@ class _ConsumerPort:
         self.bridge.call(self.consumer._client.force_metadata_update)
 
     def committed(self, tps: List[TP]) -> Dict[TP, int]:
-        res = self.bridge.wait(self.consumer._coordinator.fetch_committed_offsets, self.partitions(tps),
-                               timeout=self.timeout)
+        try:
+            res = self.bridge.wait(self.consumer._coordinator.fetch_committed_offsets, self.partitions(tps),
+                                   timeout=self.timeout)
+        except (KafkaError, TimeoutError) as e:
+            raise translate(e, "reading committed offsets") from e
         return {(tp.topic, tp.partition): om.offset for tp, om in res.items() if om is not None and om.offset >= 0}
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
@@ -351,11 +354,17 @@ class OrderedAIOKafkaConsumer:
         parts = sorted(assigned)
         if not parts:
             return
-        res = await self._consumer._coordinator.fetch_committed_offsets(parts)
-        committed = {(tp.topic, tp.partition): om.offset for tp, om in res.items()
-                     if om is not None and om.offset >= 0}
         keys = [(tp.topic, tp.partition) for tp in parts]
-        starts = await self._bridge.run(self._core.assigned, keys, committed)
+        try:
+            # aiokafka's coordinator tries a retriable failure again itself.
+            res = await self._consumer._coordinator.fetch_committed_offsets(parts)
+            committed = {(tp.topic, tp.partition): om.offset for tp, om in res.items()
+                         if om is not None and om.offset >= 0}
+            starts = await self._bridge.run(self._core.assigned, keys, committed)
+        except BaseException:
+            # aiokafka logs the listener's error and fetches them ungated.
+            await self._bridge.run(self._core.start_failed, keys)
+            raise
         for tp, key in zip(parts, keys):
             off = starts.get(key)
             if off is not None:

@@ -14,11 +14,11 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaExcepti
 
 from . import _message  # noqa: F401  (reads Message fields in place once checked)
 from .._fastpath import fast_fetch, method
-from .._gating import KEEP_IN_HAND_BYTES, KEEP_IN_HAND_RECORDS, GatingCore, GatingOptions
+from .._gating import KEEP_IN_HAND_BYTES, KEEP_IN_HAND_RECORDS, GatingCore, GatingOptions, StartRead
 from .._grouped import from_hand
 from .._ports import TP
 from ..config import CONSUMER_OPTIONS, client_bool, client_config, client_int, metrics_client_id, split_config
-from ..errors import ConfigError, translate
+from ..errors import ConfigError, KafkaOrderedError, translate
 from ..gates import GateStatus, ResetPolicy, reset_policy
 from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
@@ -220,13 +220,22 @@ class OrderedConsumer:
         forced: Dict[TP, ResetPolicy] = {(p.topic, p.partition): _LOGICAL_STARTS[p.offset]
                                          for p in partitions if p.offset in _LOGICAL_STARTS}
         resolve = [(p.topic, p.partition) for p in partitions if p.offset < 0 and (p.topic, p.partition) not in forced]
-        committed = self._core.port.committed(resolve) if resolve else {}
+        committed = self._read_starts(resolve) if resolve else {}
         starts = self._core.assigned(resolve + list(forced), committed, forced)
         self._core.assigned_at(explicit)
         for p in partitions:
             off = starts.get((p.topic, p.partition))
             if off is not None:
                 p.offset = off
+
+    def _read_starts(self, tps: List[TP]) -> Dict[TP, int]:
+        """The group's commits of ``tps``, tried again by :class:`StartRead`'s rule."""
+        rule = StartRead()
+        while True:
+            try:
+                return self._core.port.committed(tps)
+            except KafkaOrderedError as e:
+                time.sleep(rule.retry_after(e))
 
     def _assign_started(self, partitions: List[TopicPartition], assign: Callable[[List[TopicPartition]], None]
                         ) -> None:
@@ -243,7 +252,14 @@ class OrderedConsumer:
         self._core.unpause_assigned([(p.topic, p.partition) for p in partitions])
 
     def _on_assign(self, consumer: Consumer, partitions: List[TopicPartition]) -> None:
-        self._start_positions(partitions)
+        try:
+            self._start_positions(partitions)
+        except BaseException:
+            # confluent-kafka would assign them itself, to be fetched ungated.
+            assign = self._consumer.incremental_assign if self._cooperative else self._consumer.assign
+            assign(partitions)
+            self._core.start_failed([(p.topic, p.partition) for p in partitions])
+            raise
         cb = self._user_cbs.get("assign")
         if cb is not None:
             cb(self, partitions)

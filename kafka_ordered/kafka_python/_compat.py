@@ -114,6 +114,11 @@ async def call_listener(listener: Any, method: str, arg: Any) -> None:
         fn(arg)
 
 
+async def io_sleep(consumer: KafkaConsumer, seconds: float) -> None:
+    """Sleep on the consumer's IO loop (heartbeats go on meanwhile)."""
+    await consumer._net.sleep(seconds)
+
+
 def off_loop(consumer: KafkaConsumer, fn: Callable[..., Any], *args: Any) -> Future:
     """Run ``fn`` on a worker thread; the returned future resolves on the
     consumer's IO loop (so heartbeats go on while ``fn`` blocks)."""

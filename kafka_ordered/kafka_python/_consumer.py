@@ -9,24 +9,24 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 
 from kafka import KafkaConsumer
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener, ConsumerRebalanceListener
-from kafka.errors import IllegalStateError
+from kafka.errors import IllegalStateError, KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from .. import _log
-from .._gating import GatingCore, GatingOptions
+from .._gating import GatingCore, GatingOptions, StartRead
 from .._ports import TP
 from ._assignor import OrderedAssignor, register_layouts, unregister_layouts
 from ..config import (
     CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, kafka_python_connection_config, metrics_client_id, split_config, truthy,
 )
-from ..errors import ConfigError
+from ..errors import ConfigError, translate
 from ..gates import GateStatus, reset_policy
 from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
 from ..metrics import ConsumerMetrics
 from .._fastpath import admits_runs, calm_rest, calm_wait, replace_headers
 from .._grouped import from_hand, released_in_hand, serialized_size, take
-from ._compat import (call_listener, collect_finished_join, dotted, off_loop, resume_discarding_parked,
+from ._compat import (call_listener, collect_finished_join, dotted, io_sleep, off_loop, resume_discarding_parked,
                       subscription_positions)
 
 __all__ = ["OrderedKafkaConsumer"]
@@ -69,7 +69,10 @@ class _ConsumerPort:
         self.consumer._client.cluster.request_update()
 
     def committed(self, tps: List[TP]) -> Dict[TP, int]:
-        res = self.coordinator.fetch_committed_offsets(self.partitions(tps), timeout_ms=int(self.timeout * 1000))
+        try:
+            res = self.coordinator.fetch_committed_offsets(self.partitions(tps), timeout_ms=int(self.timeout * 1000))
+        except KafkaError as e:
+            raise translate(e, "reading committed offsets") from e
         return {(tp.topic, tp.partition): om.offset for tp, om in res.items() if om is not None and om.offset >= 0}
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
@@ -195,19 +198,36 @@ class OrderedKafkaConsumer:
         parts = sorted(assigned)
         if not parts:
             return
-        res = await self._port.coordinator.fetch_committed_offsets_async(
-            parts, timeout_ms=int(self._core.opts.timeout * 1000))
-        committed = {(tp.topic, tp.partition): om.offset for tp, om in res.items()
-                     if om is not None and om.offset >= 0}
-        # Start resolution reads offsets (blocking I/O): off the IO loop, so
-        # heartbeats go on meanwhile.
-        starts = await off_loop(self._consumer, self._core.assigned,
-                                [(tp.topic, tp.partition) for tp in parts], committed)
+        try:
+            committed = await self._read_starts(parts)
+            # Start resolution reads offsets (blocking I/O): off the IO loop, so
+            # heartbeats go on meanwhile.
+            starts = await off_loop(self._consumer, self._core.assigned,
+                                    [(tp.topic, tp.partition) for tp in parts], committed)
+        except BaseException:
+            # kafka-python keeps them assigned and would fetch them ungated.
+            self._core.start_failed([(tp.topic, tp.partition) for tp in parts])
+            raise
         for tp in parts:
             off = starts.get((tp.topic, tp.partition))
             if off is not None:
                 self._consumer.seek(tp, off)
         self._core.unpause_assigned([(tp.topic, tp.partition) for tp in parts])
+
+    async def _read_starts(self, parts: List[TopicPartition]) -> Dict[TP, int]:
+        """The group's commits of ``parts``, tried again by :class:`StartRead`'s rule."""
+        rule = StartRead()
+        while True:
+            try:
+                res = await self._port.coordinator.fetch_committed_offsets_async(
+                    parts, timeout_ms=int(self._core.opts.timeout * 1000))
+                return {(tp.topic, tp.partition): om.offset for tp, om in res.items()
+                        if om is not None and om.offset >= 0}
+            except KafkaError as e:
+                error = translate(e, "reading committed offsets")
+                error.__cause__ = e
+                delay = rule.retry_after(error)
+            await io_sleep(self._consumer, delay)
 
     async def _on_revoked(self, revoked: Iterable[TopicPartition], lost: bool) -> None:
         tps = [(tp.topic, tp.partition) for tp in revoked]

@@ -219,3 +219,23 @@ def test_a_worker_without_kafka_ordered_gets_the_stand_in(monkeypatch: pytest.Mo
     err = _discovery.import_error(missing)
     assert type(err).__name__ == "_WorkerEnvironmentError" and isinstance(err, ImportError)
     assert err.name == "spark_connector" and "set PYSPARK_PYTHON" in str(err)
+
+
+@pytest.mark.parametrize("client", ["kafka", "aiokafka"])
+def test_translate_the_python_clients_errors(client: str) -> None:
+    """kafka-python's and aiokafka's errors: a broker response keeps its code
+    and class; a connection refused or a timeout of the client's own is a
+    retriable BrokerUnavailableError (aiokafka calls its timeout not retriable,
+    but the same call may well succeed later); anything else the root."""
+    client_errors = pytest.importorskip(f"{client}.errors")
+    coordinator = client_errors.for_code(KafkaError.NOT_COORDINATOR)("moving")
+    got = translate(coordinator, "reading committed offsets")
+    assert type(got) is BrokerUnavailableError and got.code == KafkaError.NOT_COORDINATOR and got.retriable
+    assert str(got).startswith("reading committed offsets: ")
+    topic = translate(client_errors.for_code(KafkaError.UNKNOWN_TOPIC_OR_PART)(), "reading")
+    assert type(topic) is UnknownTopicError and topic.code == KafkaError.UNKNOWN_TOPIC_OR_PART
+    for local in (client_errors.KafkaTimeoutError(), client_errors.KafkaConnectionError("111 ECONNREFUSED")):
+        got = translate(local, "reading committed offsets")
+        assert type(got) is BrokerUnavailableError and got.code is None and got.retriable, local
+    other = translate(client_errors.IllegalStateError("no"), "reading")
+    assert type(other) is KafkaOrderedError and "no" in str(other)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+import pytest
+
 from kafka_ordered._gating import GatingCore, GatingOptions
 from kafka_ordered._ports import TP
 from kafka_ordered.history import LayoutHistory
@@ -615,3 +617,63 @@ def test_no_calm_while_a_partition_is_held_in_hand_or_a_closed_gate_is_not_held(
     assert core.in_hand((TOPIC, 2)) and (TOPIC, 3) not in core.held()
     core.settle()
     assert not core.calm.quiet
+
+
+def test_a_failed_read_of_a_sources_commit_keeps_the_gate_and_is_tried_again() -> None:
+    """The group coordinator not answering (a broker failing over) is not an
+    error of the poll, as it is not for the raw client's: the gate stays
+    closed and its source's commit is read again after half a commit
+    interval. Any other failure still raises."""
+    from kafka_ordered.errors import BrokerUnavailableError, KafkaOrderedError
+
+    clock = [0.0]
+    core, port = _core()
+    core._clock = lambda: clock[0]
+    core.admit((TOPIC, 1), 5)
+    reads: List[List[TP]] = []
+    failing: List[BaseException] = [BrokerUnavailableError("reading committed offsets: no coordinator")]
+    answer = port.committed
+
+    def committed(tps: List[TP]) -> Dict[TP, int]:
+        reads.append(tps)
+        if failing:
+            raise failing[0]
+        return answer(tps)
+
+    port.committed = committed  # type: ignore[method-assign]
+    port.commits[(TOPIC, 0)] = 10
+    clock[0] = 1.0
+    core.begin_poll()
+    assert reads == [[(TOPIC, 0)]] and (TOPIC, 1) in port.paused and core.held() == {(TOPIC, 1)}
+    clock[0] = 1.05
+    core.begin_poll()
+    assert len(reads) == 1, "tried again before half a commit interval passed"
+    failing.clear()
+    clock[0] = 1.2
+    core.begin_poll()
+    assert len(reads) == 2 and (TOPIC, 1) not in port.paused and core.held() == set()
+    other, port = _core()
+    other.admit((TOPIC, 1), 5)
+    port.committed = committed  # type: ignore[method-assign]
+    failing.append(KafkaOrderedError("reading committed offsets: not authorized"))
+    with pytest.raises(KafkaOrderedError, match="not authorized"):
+        other.begin_poll()
+
+
+def test_the_read_that_starts_an_assignment_is_tried_again_only_while_it_may_succeed() -> None:
+    from kafka_ordered._gating import START_READ_RETRY_S, StartRead
+    from kafka_ordered.errors import BrokerUnavailableError, KafkaOrderedError
+
+    clock = [0.0]
+    rule = StartRead(lambda: clock[0])
+    delays = []
+    while True:
+        try:
+            delays.append(rule.retry_after(BrokerUnavailableError("no coordinator")))
+        except BrokerUnavailableError:
+            break
+        clock[0] += delays[-1]
+    assert delays[:6] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0] and max(delays) == 1.0
+    assert START_READ_RETRY_S - 1.0 <= sum(delays) <= START_READ_RETRY_S
+    with pytest.raises(KafkaOrderedError, match="not allowed"):
+        StartRead(lambda: 0.0).retry_after(KafkaOrderedError("not allowed"))
