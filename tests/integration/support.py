@@ -55,11 +55,14 @@ def produce_keys(producer: Any, topic: str, keys: List[bytes], start_seq: Dict[b
         producer.poll(0)
 
 
-def one_split(admin: Any, producer: Any, topic: str, before: int = 3, after: int = 3) -> Tuple[int, int]:
+def one_split(admin: Any, producer: Any, topic: str, before: int = 3, after: int = 3,
+              embedded: Optional[bool] = None) -> Tuple[int, int]:
     """Topic of 1 undeleted partition (2 physical); ``before`` rounds of every
     key through ``producer`` (an OrderedProducer), expand to 2, ``after``
-    more rounds. Returns the gate on partition 1: (start, wait on 0)."""
-    admin.create_topic(topic, 1, physical_partitions=spare(2))
+    more rounds. Returns the gate on partition 1: (start, wait on 0).
+    ``embedded``: whether the broker cannot add partitions (default: the
+    session broker's kind)."""
+    admin.create_topic(topic, 1, physical_partitions=2 if embedded else spare(2))
     seqs: Dict[bytes, int] = {}
     for _ in range(before):
         produce_keys(producer, topic, SPLIT_KEYS, seqs)

@@ -48,7 +48,7 @@ def held_split(private_broker: EmbeddedBroker, unique: Callable[[str], str]) -> 
     with LayoutAdmin({"bootstrap.servers": bootstrap, **opts}) as admin:
         producer = OrderedProducer({"bootstrap.servers": bootstrap, **opts})
         try:
-            start, _ = one_split(admin, producer, topic)
+            start, _ = one_split(admin, producer, topic, embedded=True)
         finally:
             producer.close()
     return {"bootstrap": bootstrap, "opts": opts, "topic": topic, "start": start, "broker": private_broker}
