@@ -4,7 +4,11 @@ coordinator cannot answer (a broker failing over, a network cut), a raw
 client's poll goes on returning what it has; the ordered one must too: the
 gate stays closed and the read is tried again, nothing is raised from the
 poll and nothing held is delivered. Each test stops its own embedded broker
-(the shared one stays up)."""
+(the shared one stays up).
+
+The read of the group's commits that starts an assignment is tried again
+while it may succeed; when it fails for good the partitions stay paused and
+are never fetched ungated (the clients would fetch them from their commit)."""
 
 from __future__ import annotations
 
