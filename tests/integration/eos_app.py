@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any, Dict, List
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from kafka_ordered import LayoutAdmin, OrderedConsumer, OrderedProducer, partition_for
 
@@ -58,8 +58,17 @@ def main(cfg: Dict[str, Any]) -> None:
                 producer.produce(dst, m.value(), m.key(), partition_for(m.key(), 2, count))
         if cfg["abort_every"] and n % cfg["abort_every"] == 0:
             producer.abort_transaction(30)
-            for tp in consumer.committed(parts, 10):
-                consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+            rewind = [TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+                      for tp in consumer.committed(parts, 10)]
+            try:
+                for tp in rewind:
+                    consumer.seek(tp)
+            except KafkaException as e:
+                # librdkafka refuses to seek a partition not yet fetching
+                # (its start still being looked up): assign them all anew.
+                if e.args[0].code() != KafkaError._STATE:
+                    raise
+                consumer.assign(rewind)
             continue
         producer.send_offsets_to_transaction(consumer.position(parts), consumer.consumer_group_metadata(), 30)
         producer.commit_transaction(30)

@@ -71,6 +71,7 @@ def _committed(app: subprocess.Popen, at_least: int, timeout: float = 60.0) -> i
     """Read the application's output until it committed ``at_least`` records; returns how many."""
     assert app.stdout is not None
     done = 0
+    seen = ""
     deadline = time.monotonic() + timeout
     while done < at_least:
         assert time.monotonic() < deadline, f"the application committed {done} records in {timeout:.0f} s"
@@ -78,7 +79,11 @@ def _committed(app: subprocess.Popen, at_least: int, timeout: float = 60.0) -> i
         if not ready:
             continue
         line = app.stdout.readline()
-        assert line, f"the application exited after committing {done} records"
+        if not line:
+            rest, _ = app.communicate(timeout=10)
+            raise AssertionError(f"the application exited ({app.returncode}) after committing {done} records; "
+                                 f"its last output: {(seen + rest)[-3000:]}")
+        seen = (seen + line)[-3000:]
         if line.startswith("committed "):
             done += int(line.split()[1])
     return done
