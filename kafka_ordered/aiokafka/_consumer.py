@@ -88,6 +88,12 @@ def _rewind_noted(core: GatingCore, firsts: Dict[TP, int]) -> None:
         core.rewind(firsts)
 
 
+def _commits(res: Mapping[TopicPartition, Any]) -> Dict[TP, int]:
+    """The coordinator's answer of committed offsets as the core's: partitions
+    without a commit are left out."""
+    return {(tp.topic, tp.partition): om.offset for tp, om in res.items() if om is not None and om.offset >= 0}
+
+
 class _ConsumerPort:
     """:class:`~kafka_ordered._ports.ConsumerPort` over an ``AIOKafkaConsumer``
     (called on the bridge's worker; each client call runs on the loop)."""
@@ -139,7 +145,7 @@ class _ConsumerPort:
                                    timeout=self.timeout)
         except (KafkaError, TimeoutError) as e:
             raise translate(e, "reading committed offsets") from e
-        return {(tp.topic, tp.partition): om.offset for tp, om in res.items() if om is not None and om.offset >= 0}
+        return _commits(res)
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         if asynchronous:
@@ -357,9 +363,7 @@ class OrderedAIOKafkaConsumer:
         keys = [(tp.topic, tp.partition) for tp in parts]
         try:
             # aiokafka's coordinator tries a retriable failure again itself.
-            res = await self._consumer._coordinator.fetch_committed_offsets(parts)
-            committed = {(tp.topic, tp.partition): om.offset for tp, om in res.items()
-                         if om is not None and om.offset >= 0}
+            committed = _commits(await self._consumer._coordinator.fetch_committed_offsets(parts))
             starts = await self._bridge.run(self._core.assigned, keys, committed)
         except BaseException:
             # aiokafka logs the listener's error and fetches them ungated.

@@ -36,6 +36,12 @@ log = logging.getLogger("kafka_ordered.consumer")
 _MAX_TIMEOUT_MS = 2**31 - 1  # what a poll can wait at most (kafka-python's consumer_timeout_ms may be inf)
 
 
+def _commits(res: Mapping[TopicPartition, Any]) -> Dict[TP, int]:
+    """The coordinator's answer of committed offsets as the core's: partitions
+    without a commit are left out."""
+    return {(tp.topic, tp.partition): om.offset for tp, om in res.items() if om is not None and om.offset >= 0}
+
+
 class _ConsumerPort:
     """:class:`~kafka_ordered._ports.ConsumerPort` over a ``KafkaConsumer``."""
 
@@ -73,7 +79,7 @@ class _ConsumerPort:
             res = self.coordinator.fetch_committed_offsets(self.partitions(tps), timeout_ms=int(self.timeout * 1000))
         except KafkaError as e:
             raise translate(e, "reading committed offsets") from e
-        return {(tp.topic, tp.partition): om.offset for tp, om in res.items() if om is not None and om.offset >= 0}
+        return _commits(res)
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         kp = {TopicPartition(t, p): OffsetAndMetadata(off, "", -1) for (t, p), off in sorted(offsets.items())}
@@ -221,8 +227,7 @@ class OrderedKafkaConsumer:
             try:
                 res = await self._port.coordinator.fetch_committed_offsets_async(
                     parts, timeout_ms=int(self._core.opts.timeout * 1000))
-                return {(tp.topic, tp.partition): om.offset for tp, om in res.items()
-                        if om is not None and om.offset >= 0}
+                return _commits(res)
             except KafkaError as e:
                 error = translate(e, "reading committed offsets")
                 error.__cause__ = e

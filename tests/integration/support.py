@@ -56,12 +56,12 @@ def produce_keys(producer: Any, topic: str, keys: List[bytes], start_seq: Dict[b
 
 
 def one_split(admin: Any, producer: Any, topic: str, before: int = 3, after: int = 3,
-              embedded: Optional[bool] = None) -> Tuple[int, int]:
+              embedded: bool = False) -> Tuple[int, int]:
     """Topic of 1 undeleted partition (2 physical); ``before`` rounds of every
     key through ``producer`` (an OrderedProducer), expand to 2, ``after``
     more rounds. Returns the gate on partition 1: (start, wait on 0).
-    ``embedded``: whether the broker cannot add partitions (default: the
-    session broker's kind)."""
+    ``embedded``: the broker is an embedded one, which cannot add
+    partitions (else the session broker's kind decides)."""
     admin.create_topic(topic, 1, physical_partitions=2 if embedded else spare(2))
     seqs: Dict[bytes, int] = {}
     for _ in range(before):
