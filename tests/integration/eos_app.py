@@ -24,6 +24,26 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from kafka_ordered import LayoutAdmin, OrderedConsumer, OrderedProducer, partition_for
 
 
+# (librdkafka does not flag these retriable on committed()'s error)
+_COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                       KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TIMED_OUT, KafkaError._TRANSPORT}
+
+
+def _committed(consumer: Any, parts: List[TopicPartition]) -> List[TopicPartition]:
+    """The group's committed offsets, asked again while the answer is
+    retriable (NOT_COORDINATOR while the group's coordinator moves), as
+    any application must."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return list(consumer.committed(parts, 10))
+        except KafkaException as e:
+            if e.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() > deadline:
+                raise
+            print(f"committed() again after {e.args[0].str()}", flush=True)
+            time.sleep(0.5)
+
+
 def main(cfg: Dict[str, Any]) -> None:
     ordered = cfg["mode"] == "ordered"
     bs, src, dst = cfg["bootstrap"], cfg["input"], cfg["output"]
@@ -59,7 +79,7 @@ def main(cfg: Dict[str, Any]) -> None:
         if cfg["abort_every"] and n % cfg["abort_every"] == 0:
             producer.abort_transaction(30)
             rewind = [TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
-                      for tp in consumer.committed(parts, 10)]
+                      for tp in _committed(consumer, parts)]
             try:
                 for tp in rewind:
                     consumer.seek(tp)
