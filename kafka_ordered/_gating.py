@@ -43,8 +43,8 @@ from .listener import PartitionKeyRebalanceListener
 from .metrics import GATE_WAIT_BUCKETS, ConsumerMetrics, GateMetrics, WaitHistogram
 from .tokens import Run
 
-__all__ = ["KEEP_IN_HAND_BYTES", "KEEP_IN_HAND_RECORDS", "START_READ_RETRY_S", "GatingCore", "GatingOptions",
-           "PollCycle", "StartRead"]
+__all__ = ["GATE_READ_TIMEOUT_S", "KEEP_IN_HAND_BYTES", "KEEP_IN_HAND_RECORDS", "START_READ_RETRY_S", "GateRead",
+           "GatingCore", "GatingOptions", "PollCycle", "StartRead"]
 
 log = logging.getLogger("kafka_ordered.consumer")
 
@@ -87,6 +87,44 @@ class StartRead:
         log.warning("could not read the group's commits to start an assignment (%s); trying again", error)
         delay, self._delay = self._delay, min(1.0, self._delay * 2)
         return delay
+
+
+#: The longest a read that opens gates (the group's commits of sources,
+#: their log starts) waits for the cluster, if ``ordered.metadata.timeout.ms``
+#: is longer: it runs inside a poll, and a raw client's poll does not stall
+#: while the group coordinator or a leader moves.
+GATE_READ_TIMEOUT_S = 1.0
+
+
+class GateRead:
+    """When a read that opens gates is next due, for every client: every
+    ``period`` seconds (0: every poll) while it succeeds; after a retriable
+    failure (the cluster cannot answer now) after twice, then four times
+    ``max(period, 0.5 s)``, so that an outage stalls polls only now and
+    then. The gates waiting on the read stay closed meanwhile. An outage is
+    logged once, when it begins, and once when the read succeeds again."""
+
+    __slots__ = ("what", "period", "due", "failures")
+
+    def __init__(self, what: str, period: float) -> None:
+        self.what = what
+        self.period = period
+        self.due = float("-inf")
+        self.failures = 0
+
+    def succeeded(self, now: float) -> None:
+        if self.failures:
+            log.info("read %s again", self.what)
+        self.failures = 0
+        self.due = now + self.period
+
+    def failed(self, now: float, error: KafkaOrderedError) -> None:
+        self.failures += 1
+        delay = max(self.period, 0.5) * 2 ** min(self.failures, 2)
+        if self.failures == 1:
+            log.warning("could not read %s (%s); the gates waiting on them stay closed, read again "
+                        "in %.1f s", self.what, error, delay)
+        self.due = now + delay
 
 
 class GatingOptions:
@@ -145,9 +183,9 @@ class GatingCore:
         self._dirty = True  # processed offsets or gates changed since the last evaluation
         self._stall: Dict[TP, float] = {}
         self._stored_mode = not options.auto_store
-        self._committed_at = float("-inf")
-        self._log_start_at = float("-inf")
-        self._unread: Set[str] = set()  # the periodic reads now failing (logged once)
+        self._commits_read = GateRead("the commits of partitions other members own", options.commit_interval / 2)
+        self._log_starts_read = GateRead("the log-start offsets of sources", _LOG_START_REFRESH_S)
+        self._starts_read = GateRead("the commits of partitions assigned at explicit offsets", 0.0)
         self._gate_offsets: Dict[str, int] = {}
         self._seen_version = -1
         #: Expected fetch offsets and the catch-ups of the causal-token rule.
@@ -446,8 +484,7 @@ class GatingCore:
         want = [tp for tp in waited if tp in unknown]
         if not want:
             return True
-        got = self._read_again_later("the commits of partitions assigned at explicit offsets",
-                                     self.port.committed, want)
+        got = self._read_again_later(self._starts_read, self.port.committed, want)
         if got is None:
             return False
         self.committed(got)
@@ -519,26 +556,24 @@ class GatingCore:
         self.freshness.admit(runs)
         self.refresh_gates()
 
-    def _read_again_later(self, what: str, read: Callable[[List[TP]], Dict[TP, int]],
+    def _read_again_later(self, read: GateRead, fn: Callable[[List[TP], float], Dict[TP, int]],
                           tps: Iterable[TP]) -> Optional[Dict[TP, int]]:
-        """``read(tps)``, or ``None`` when the cluster cannot answer now (a
-        retriable error: the group coordinator or a leader moving). The
-        reads that open gates are periodic: a gate stays closed until one
-        succeeds, and a poll does not fail because of it, as a raw client's
-        does not. Other errors are raised."""
+        """``fn(tps, timeout)`` when ``read`` is due, else ``None``; also
+        ``None`` when the cluster cannot answer now (a retriable error: the
+        group coordinator or a leader moving), and ``read`` backs off. A
+        poll does not fail because of it, as a raw client's does not, nor
+        wait longer than :data:`GATE_READ_TIMEOUT_S`. Other errors are raised."""
+        now = self._clock()
+        if now < read.due:
+            return None
         try:
-            got = read(sorted(tps))
+            got = fn(sorted(tps), min(self.opts.timeout, GATE_READ_TIMEOUT_S))
         except KafkaOrderedError as e:
             if not e.retriable:
                 raise
-            if what not in self._unread:
-                log.warning("could not read %s (%s); the gates waiting on them stay closed, read again "
-                            "every %.1f s", what, e, self.opts.commit_interval / 2)
-            self._unread.add(what)
+            read.failed(now, e)
             return None
-        if what in self._unread:
-            self._unread.discard(what)
-            log.info("read %s again", what)
+        read.succeeded(now)
         return got
 
     def maintain(self) -> None:
@@ -552,21 +587,16 @@ class GatingCore:
         sources = self.keeper.sources() if self.keeper.has_closed() else frozenset()
         if sources:
             unowned = [tp for tp in sources if tp not in parts.owned]
-            if unowned and now - self._committed_at >= self.opts.commit_interval / 2:
-                self._committed_at = now
-                commits = self._read_again_later("the commits of partitions other members own",
-                                                 self.port.committed, unowned) or {}
+            if unowned:
+                commits = self._read_again_later(self._commits_read, self.port.committed, unowned) or {}
                 for tp, off in commits.items():
                     st = parts.source(tp)
                     st.committed = max(st.committed, off)
                 self._dirty = self._dirty or bool(commits)
-            if now - self._log_start_at >= _LOG_START_REFRESH_S:
-                self._log_start_at = now
-                starts = self._read_again_later("the log-start offsets of sources", self.offsets.start_offsets,
-                                                sources) or {}
-                for tp, off in starts.items():
-                    parts.source(tp).log_start = off
-                self._dirty = self._dirty or bool(starts)
+            starts = self._read_again_later(self._log_starts_read, self.offsets.start_offsets, sources) or {}
+            for tp, off in starts.items():
+                parts.source(tp).log_start = off
+            self._dirty = self._dirty or bool(starts)
         if self._dirty:
             # Work only when an input changed: new gates, commits, positions,
             # log starts (the keeper then touches what moved).
@@ -636,7 +666,7 @@ class GatingCore:
             # Every closed gate holds its partition by a pause and waits on
             # other members: it is looked at again when their commits are
             # read again (see maintain).
-            calm.until = min(calm.until, self._committed_at + self.opts.commit_interval / 2)
+            calm.until = min(calm.until, self._commits_read.due)
         calm.held = frozenset(parts.held)
         calm.managed = frozenset(t for t in self.owned_topics() if self.managed(t)) if gating else frozenset()
         # Stamps the view includes cost the calm check only their removal.

@@ -52,8 +52,11 @@ class ConsumerPort(Protocol):
     def seek(self, tp: TP, offset: int) -> None:
         """Make ``offset`` the next record fetched from ``tp``."""
 
-    def committed(self, tps: List[TP]) -> Dict[TP, int]:
-        """The group's committed offsets; partitions without one are left out."""
+    def committed(self, tps: List[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        """The group's committed offsets; partitions without one are left out.
+        ``timeout``: seconds to wait at most (``ordered.metadata.timeout.ms``
+        when ``None``). Raises :class:`~kafka_ordered.errors.KafkaOrderedError`
+        (retriable when the cluster may answer later)."""
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         """Commit ``offsets`` for the group; returns the client's own result."""

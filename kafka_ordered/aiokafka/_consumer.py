@@ -139,10 +139,10 @@ class _ConsumerPort:
     def learn_partitions(self, topic: str) -> None:
         self.bridge.call(self.consumer._client.force_metadata_update)
 
-    def committed(self, tps: List[TP]) -> Dict[TP, int]:
+    def committed(self, tps: List[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         try:
             res = self.bridge.wait(self.consumer._coordinator.fetch_committed_offsets, self.partitions(tps),
-                                   timeout=self.timeout)
+                                   timeout=self.timeout if timeout is None else timeout)
         except (KafkaError, TimeoutError) as e:
             raise translate(e, "reading committed offsets") from e
         return _commits(res)

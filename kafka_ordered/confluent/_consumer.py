@@ -72,9 +72,9 @@ class _ConsumerPort:
     def seek(self, tp: TP, offset: int) -> None:
         self.consumer.seek(TopicPartition(tp[0], tp[1], offset))
 
-    def committed(self, tps: List[TP]) -> Dict[TP, int]:
+    def committed(self, tps: List[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         try:
-            res = self.consumer.committed(self.partitions(tps), timeout=self.timeout)
+            res = self.consumer.committed(self.partitions(tps), timeout=self.timeout if timeout is None else timeout)
         except KafkaException as e:
             raise translate(e, "reading committed offsets") from e
         return {(r.topic, r.partition): r.offset for r in res if r.offset >= 0}

@@ -74,9 +74,10 @@ class _ConsumerPort:
         # the group when the subscribed topic gained partitions.
         self.consumer._client.cluster.request_update()
 
-    def committed(self, tps: List[TP]) -> Dict[TP, int]:
+    def committed(self, tps: List[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        wait = self.timeout if timeout is None else timeout
         try:
-            res = self.coordinator.fetch_committed_offsets(self.partitions(tps), timeout_ms=int(self.timeout * 1000))
+            res = self.coordinator.fetch_committed_offsets(self.partitions(tps), timeout_ms=int(wait * 1000))
         except KafkaError as e:
             raise translate(e, "reading committed offsets") from e
         return _commits(res)

@@ -479,7 +479,7 @@ class _SimClient:
         if tp[1] in self.pos:
             self.pos[tp[1]] = offset
 
-    def committed(self, tps: List[TP]) -> Dict[TP, int]:
+    def committed(self, tps: List[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         return {tp: self.group[tp[1]] for tp in tps if tp[1] in self.group}
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> None:

@@ -24,10 +24,14 @@ from kafka_ordered.testing import EmbeddedBroker
 
 from .support import one_split
 
-#: Short enough that the gate's reads of the source's commit fail several
-#: times while the broker is down.
-GATE_OPTS = {"ordered.metadata.timeout.ms": 1000, "ordered.commit.interval.ms": 200}
-DOWN_FOR_S = 4.0
+#: The gate's reads of the source's commit are due every 0.1 s: they fail
+#: several times while the broker is down. ordered.metadata.timeout.ms keeps
+#: its default (10 s): a read that gates wait on may not stall a poll that long.
+GATE_OPTS = {"ordered.commit.interval.ms": 200}
+DOWN_FOR_S = 6.0
+#: The longest a poll of 0.2 s may take while the coordinator cannot answer:
+#: a read that opens gates waits GATE_READ_TIMEOUT_S at most.
+LONGEST_POLL_S = 3.0
 
 
 @pytest.fixture
@@ -60,16 +64,21 @@ def held_split(private_broker: EmbeddedBroker, unique: Callable[[str], str]) -> 
 
 def _hold_then_stop(held: Dict[str, Any], core: Any, poll: Callable[[], List[int]]) -> List[int]:
     """Poll until partition 1 is held at its gate, stop the broker, poll on
-    for :data:`DOWN_FOR_S`; the offsets of partition 1 delivered after the stop."""
+    for :data:`DOWN_FOR_S`; the offsets of partition 1 delivered after the
+    stop. Asserts that no poll took longer than :data:`LONGEST_POLL_S`."""
     deadline = time.monotonic() + 20
     while not core.held():
         assert time.monotonic() < deadline, "the partition was never held at its gate"
         assert all(o < held["start"] for o in poll())
     held["broker"].stop()
     after: List[int] = []
+    longest = 0.0
     down = time.monotonic()
     while time.monotonic() - down < DOWN_FOR_S:
+        began = time.monotonic()
         after.extend(poll())
+        longest = max(longest, time.monotonic() - began)
+    assert longest < LONGEST_POLL_S, f"a poll stalled {longest:.1f} s on a read of the unreachable coordinator"
     return after
 
 

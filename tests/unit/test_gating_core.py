@@ -37,7 +37,7 @@ class FakePort:
         self.position[tp] = offset
         self.calls.append(("seek", (tp, offset)))
 
-    def committed(self, tps: List[TP]) -> Dict[TP, int]:
+    def committed(self, tps: List[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         return {tp: self.commits[tp] for tp in tps if tp in self.commits}
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> None:
@@ -324,7 +324,7 @@ def test_gates_and_state_only_for_owned_partitions() -> None:
     core.maintain()
     assert set(core.parts) == {(TOPIC, 2), (TOPIC, 0)}  # 0: an unowned source of our closed gates
     port.commits[(TOPIC, 0)] = 2000
-    core._committed_at = float("-inf")
+    core._commits_read.due = float("-inf")
     core.maintain()
     assert core.keeper.closed_partitions() == [] and set(core.parts) == {(TOPIC, 2)}
     assert core.watched() == set()
@@ -601,7 +601,7 @@ def test_calm_while_every_closed_gate_is_held_by_a_pause() -> None:
     assert core.calm.quiet
     assert core.calm.held == frozenset({(TOPIC, 2), (TOPIC, 3)})
     # the sources' commits are read again at the next re-evaluation (every commit interval / 2)
-    assert core.calm.until == core._committed_at + OPTS["ordered.commit.interval.ms"] / 2000
+    assert core.calm.until == now + OPTS["ordered.commit.interval.ms"] / 2000
     port.commits[(TOPIC, 0)] = 2000
     now += 0.2
     core.begin_poll()
@@ -622,36 +622,42 @@ def test_no_calm_while_a_partition_is_held_in_hand_or_a_closed_gate_is_not_held(
 def test_a_failed_read_of_a_sources_commit_keeps_the_gate_and_is_tried_again() -> None:
     """The group coordinator not answering (a broker failing over) is not an
     error of the poll, as it is not for the raw client's: the gate stays
-    closed and its source's commit is read again after half a commit
-    interval. Any other failure still raises."""
+    closed and its source's commit is read again, after twice, then four
+    times max(half a commit interval, 0.5 s), never waiting longer than
+    GATE_READ_TIMEOUT_S. Any other failure still raises."""
+    from kafka_ordered._gating import GATE_READ_TIMEOUT_S
     from kafka_ordered.errors import BrokerUnavailableError, KafkaOrderedError
 
     clock = [0.0]
     core, port = _core()
     core._clock = lambda: clock[0]
     core.admit((TOPIC, 1), 5)
-    reads: List[List[TP]] = []
+    reads: List[Tuple[float, Optional[float]]] = []
     failing: List[BaseException] = [BrokerUnavailableError("reading committed offsets: no coordinator")]
     answer = port.committed
 
-    def committed(tps: List[TP]) -> Dict[TP, int]:
-        reads.append(tps)
+    def committed(tps: List[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        assert tps == [(TOPIC, 0)]
+        reads.append((clock[0], timeout))
         if failing:
             raise failing[0]
         return answer(tps)
 
+    def polls_until(t: float) -> None:
+        while clock[0] < t:
+            core.begin_poll()
+            clock[0] = round(clock[0] + 0.05, 2)
+
     port.committed = committed  # type: ignore[method-assign]
     port.commits[(TOPIC, 0)] = 10
     clock[0] = 1.0
-    core.begin_poll()
-    assert reads == [[(TOPIC, 0)]] and (TOPIC, 1) in port.paused and core.held() == {(TOPIC, 1)}
-    clock[0] = 1.05
-    core.begin_poll()
-    assert len(reads) == 1, "tried again before half a commit interval passed"
+    polls_until(6.0)
+    assert reads == [(1.0, GATE_READ_TIMEOUT_S), (2.0, GATE_READ_TIMEOUT_S), (4.0, GATE_READ_TIMEOUT_S)]
+    assert (TOPIC, 1) in port.paused and core.held() == {(TOPIC, 1)}
     failing.clear()
-    clock[0] = 1.2
-    core.begin_poll()
-    assert len(reads) == 2 and (TOPIC, 1) not in port.paused and core.held() == set()
+    polls_until(6.5)
+    assert reads[3:] == [(6.0, GATE_READ_TIMEOUT_S)], "the gate opened at the first read that succeeded"
+    assert (TOPIC, 1) not in port.paused and core.held() == set()
     other, port = _core()
     other.admit((TOPIC, 1), 5)
     port.committed = committed  # type: ignore[method-assign]
