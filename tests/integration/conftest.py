@@ -3,11 +3,9 @@ its own layout-log topic so histories never mix."""
 
 from __future__ import annotations
 
-import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kafka_ordered import LayoutAdmin, OrderedConsumer, OrderedProducer
 

@@ -5,7 +5,7 @@ checked, ``describe(group=...)`` shows owners and lag, ``plan`` predicts
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition

@@ -15,7 +15,7 @@ import gc
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator
+from typing import Any, Dict, Iterator
 
 import pytest
 from confluent_kafka.admin import AdminClient

@@ -8,7 +8,7 @@ each rack-aware case starts its own cluster (6 nodes in 3 racks: ~20 s, and
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List
 
 import pytest
 from confluent_kafka.admin import AdminClient

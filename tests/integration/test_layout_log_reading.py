@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, List
 
 import pytest
 from confluent_kafka import Producer
