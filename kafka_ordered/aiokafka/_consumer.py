@@ -258,6 +258,9 @@ class OrderedAIOKafkaConsumer:
         self._core_: Optional[GatingCore] = None
         self._port = _ConsumerPort(self._consumer, self._bridge, self._options.timeout)
         self._closed = False
+        #: A read that started an assignment failed for good: raised out of
+        #: the next getmany (aiokafka only logs a listener's error).
+        self._start_error: Optional[BaseException] = None
         self._key_listener: Optional[PartitionKeyRebalanceListener] = None
         self._subscribed: Set[str] = set()
         if topics:
@@ -363,11 +366,16 @@ class OrderedAIOKafkaConsumer:
         keys = [(tp.topic, tp.partition) for tp in parts]
         try:
             # aiokafka's coordinator tries a retriable failure again itself.
-            committed = _commits(await self._consumer._coordinator.fetch_committed_offsets(parts))
+            try:
+                committed = _commits(await self._consumer._coordinator.fetch_committed_offsets(parts))
+            except KafkaError as e:
+                raise translate(e, "reading committed offsets") from e
             starts = await self._bridge.run(self._core.assigned, keys, committed)
-        except BaseException:
+        except BaseException as e:
             # aiokafka logs the listener's error and fetches them ungated.
             await self._bridge.run(self._core.start_failed, keys)
+            if isinstance(e, Exception):  # (not a cancellation)
+                self._start_error = e
             raise
         for tp, key in zip(parts, keys):
             off = starts.get(key)
@@ -456,11 +464,18 @@ class OrderedAIOKafkaConsumer:
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
                       max_records: Optional[int] = None) -> Dict[TopicPartition, List[ConsumerRecord]]:
         """``AIOKafkaConsumer.getmany``: deliverable records by partition ({}
-        while partitions wait at gates)."""
+        while partitions wait at gates). Raises, once, the error of a read
+        of the group's commits that failed for good when partitions were
+        assigned (a :class:`~kafka_ordered.errors.KafkaOrderedError`); those
+        partitions stay paused, never fetched ungated, until the next
+        rebalance."""
         if self._closed:
             raise ConsumerStoppedError()
         if timeout_ms < 0:
             raise ValueError("timeout_ms must not be negative")
+        if self._start_error is not None:
+            error, self._start_error = self._start_error, None
+            raise error
         core = self._core
         calm = core.calm
         if calm.quiet:

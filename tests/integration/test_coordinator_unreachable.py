@@ -251,17 +251,20 @@ def test_aiokafka_never_fetches_a_partition_whose_start_it_could_not_read(
         bootstrap: str, layout_topic: str, topic: str, unique: Callable[[str], str],
         group_settings_kafka_python: Dict[str, Any]) -> None:
     """aiokafka tries a retriable failure again itself; after any other it
-    logs the listener's error and would fetch the partitions ungated."""
+    logs the listener's error and would fetch the partitions ungated. The
+    partitions stay paused and, as on the other clients, the error is
+    raised (once) to the application, out of the next getmany."""
     pytest.importorskip("aiokafka")
     from aiokafka.errors import GroupAuthorizationFailedError
 
     from kafka_ordered.aiokafka import OrderedAIOKafkaConsumer
+    from kafka_ordered.errors import KafkaOrderedError
 
     opts = {"ordered.layout.topic": layout_topic}
     with LayoutAdmin({"bootstrap.servers": bootstrap, **opts}) as admin:
         _written(admin, bootstrap, opts, topic)
 
-    async def run() -> Tuple[int, List[Any]]:
+    async def run() -> Tuple[int, List[Any], List[BaseException]]:
         c = OrderedAIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=unique("group"),
                                     auto_offset_reset="earliest", fetch_max_wait_ms=50,
                                     **group_settings_kafka_python, **opts)
@@ -272,12 +275,18 @@ def test_aiokafka_never_fetches_a_partition_whose_start_it_could_not_read(
             coordinator.fetch_committed_offsets = failing
             c.subscribe([topic])
             got: List[Any] = []
+            raised: List[BaseException] = []
             until = time.monotonic() + 6.0
             while time.monotonic() < until:
-                got.extend(r for rs in (await c.getmany(timeout_ms=200)).values() for r in rs)
-            return failing.calls, got
+                try:
+                    got.extend(r for rs in (await c.getmany(timeout_ms=200)).values() for r in rs)
+                except Exception as e:
+                    raised.append(e)
+            return failing.calls, got, raised
         finally:
             await asyncio.wait_for(c.stop(), 10)
 
-    calls, got = asyncio.run(run())
+    calls, got, raised = asyncio.run(run())
     assert calls >= 1 and got == []
+    assert len(raised) == 1 and isinstance(raised[0], KafkaOrderedError), raised
+    assert isinstance(raised[0].__cause__, GroupAuthorizationFailedError)
