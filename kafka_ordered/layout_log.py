@@ -491,7 +491,7 @@ class LayoutFollower:
                         "replaying the whole log", self.topic, topic, first, high - 1, self.timeout)
             return
         try:
-            end = self._fetched_end(self.timeout)
+            end = self._listed_end(self.timeout)
         finally:
             if not was_open:  # opened for this start only: an idle process keeps no extra client
                 reader.close_if_idle(0.0)
@@ -696,19 +696,23 @@ class LayoutFollower:
     def _bounds(self, timeout: float) -> Tuple[int, int]:
         """(log start, log end) of the layout log, by ListOffsets. Asked on the
         admin client's own connection: behind the follower's long-poll fetch,
-        a broker answers only when that fetch completes. The end can be low
-        (see :meth:`_fetched_end`)."""
+        a broker answers only when that fetch completes (the end: see
+        :meth:`_listed_end`)."""
         reader, tp = self._reader_for(), (self.topic, 0)
         # (Through the reader: it asks again with fresh metadata after a leader change.)
         end = reader.listed_end_offsets([tp], timeout)[tp]
         low = reader.start_offsets([tp], timeout)[tp]
         return low, end
 
-    def _fetched_end(self, timeout: float) -> int:
-        """The layout log's end, at least as late as this call: from a Fetch
-        response sent now, not ListOffsets alone, whose answer can be low
-        (the embedded broker answers the base of a batch + 1)."""
-        return self._reader_for().end_offsets([(self.topic, 0)], timeout)[(self.topic, 0)]
+    def _listed_end(self, timeout: float) -> int:
+        """The layout log's end, at least as late as this call: ListOffsets
+        (latest), asked now. Exact on every broker for this log, whose
+        batches each hold one record (:class:`LayoutLog` is its only writer
+        and sends one record at a time): the embedded broker answers the base
+        offset of the last batch + 1, low only after a batch of several. (A
+        Fetch to confirm it, as :meth:`OffsetReader.end_offsets` makes for
+        data partitions, costs ~20 ms on Apache Kafka, at every catch-up.)"""
+        return self._reader_for().listed_end_offsets([(self.topic, 0)], timeout)[(self.topic, 0)]
 
     def _read_to(self, target: int, timeout: float) -> None:
         """Make the view include every offset below ``target`` (a read sent now)."""
@@ -741,8 +745,8 @@ class LayoutFollower:
 
     def sync(self, timeout: Optional[float] = None) -> LayoutHistory:
         """Catch up with every record appended before this call (its end
-        offset is read now, from a Fetch response, then what is missing is
-        read); returns the history.
+        offset is read now, by ListOffsets, see :meth:`_listed_end`, then
+        what is missing is read); returns the history.
 
         Raises :class:`BrokerUnavailableError` when the log cannot be read in
         time, and the follower's fatal error (:class:`CorruptLayoutRecordError`
@@ -752,7 +756,7 @@ class LayoutFollower:
             raise self.fatal
         called = time.monotonic()
         timeout = timeout or self.timeout
-        end = self._fetched_end(timeout)
+        end = self._listed_end(timeout)
         self._read_to(end, timeout)
         self._last_end = max(self._last_end or 0, end)
         self._confirmed_at = max(self._confirmed_at, called)

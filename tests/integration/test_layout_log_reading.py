@@ -21,6 +21,7 @@ from kafka_ordered import (
     OrderedProducer,
     UnsupportedLayoutVersionError,
 )
+from kafka_ordered.layout_log import LayoutLog
 from kafka_ordered.records import encode_registration
 
 
@@ -31,33 +32,30 @@ def _raw_producer(bootstrap: str, **extra: Any) -> Producer:
 def test_concurrent_appenders_never_make_the_follower_skip_a_registration(
     admin: LayoutAdmin, bootstrap: str, layout_topic: str, topic: str
 ) -> None:
-    """Several producers append to the layout log at once while a follower
-    tails it: every acknowledged registration is in the follower's view.
-    (The embedded broker hands a tail reader a later batch before an earlier
-    one is written; the follower must read again, not jump.)"""
+    """Several writers (as in several producer processes) append to the
+    layout log at once while a follower tails it: every acknowledged
+    registration is in the follower's view after ``sync()``, which takes the
+    log's end from ListOffsets alone. (The embedded broker hands a tail
+    reader a later batch before an earlier one is written; the follower must
+    read again, not jump. Its ListOffsets answers the base offset of the
+    last batch + 1: right for this log, whose writer sends one record per
+    batch.)"""
     admin.create_topic(topic, 2)
     acked: List[int] = []
     lock = threading.Lock()
-
-    def on_ack(err: Any, msg: Any) -> None:
-        if err is None:
-            with lock:
-                acked.append(msg.offset())
+    per_writer = 1500
 
     follower = LayoutFollower({"bootstrap.servers": bootstrap}, layout_topic, long_poll_ms=20).start()
     try:
         def append(worker: int) -> None:
-            p = _raw_producer(bootstrap, **{"linger.ms": 2})
-            for i in range(4000):
-                key, value = encode_registration(topic, f"w{worker}-{i}", True, 1, 1, {})
-                while True:
-                    try:
-                        p.produce(layout_topic, value, key, 0, on_ack)
-                        break
-                    except BufferError:
-                        p.poll(0.01)
-                p.poll(0)
-            assert p.flush(30) == 0
+            writer = LayoutLog({"bootstrap.servers": bootstrap}, layout_topic)
+            try:
+                for i in range(per_writer):
+                    offset = writer.append(*encode_registration(topic, f"w{worker}-{i}", True, 1, 1, {}))
+                    with lock:
+                        acked.append(offset)
+            finally:
+                writer.close()
 
         workers = [threading.Thread(target=append, args=(w,)) for w in range(3)]
         for t in workers:
@@ -67,7 +65,7 @@ def test_concurrent_appenders_never_make_the_follower_skip_a_registration(
         history = follower.sync()
         seen = {r.offset for r in history.registrations(topic)}
         missing = sorted(set(acked) - seen)
-        assert len(acked) == 12000
+        assert len(acked) == 3 * per_writer
         assert missing == [], f"follower skipped {len(missing)} acknowledged registrations, e.g. {missing[:5]}"
         assert history.problems == []
     finally:

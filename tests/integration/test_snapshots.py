@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_ordered import LayoutAdmin, layout_log
-from kafka_ordered.layout_log import LayoutFollower
+from kafka_ordered.layout_log import LayoutFollower, LayoutLog
 from kafka_ordered.records import encode_registration
 from kafka_ordered.snapshots import snapshot_topic
 
@@ -39,12 +39,14 @@ def _state(f: LayoutFollower, topic: str) -> Dict[str, Any]:
 
 
 def _registrations(bootstrap: str, layout_topic: str, topic: str, n: int, epoch: int) -> None:
-    """``n`` registrations of stable ids restarting, as producers write them."""
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    for i in range(n):
-        key, value = encode_registration(topic, f"svc-{i % 3}", True, epoch, epoch, {})
-        p.produce(layout_topic, value, key, partition=0)
-    assert p.flush(10) == 0
+    """``n`` registrations of stable ids restarting, as producers write them
+    (through the layout log's one writer, one record per batch)."""
+    writer = LayoutLog({"bootstrap.servers": bootstrap}, layout_topic)
+    try:
+        for i in range(n):
+            writer.append(*encode_registration(topic, f"svc-{i % 3}", True, epoch, epoch, {}))
+    finally:
+        writer.close()
 
 
 def test_a_reader_starts_from_the_admins_snapshot_and_replays_only_the_tail(

@@ -54,8 +54,9 @@ class _ScriptedReader:
         self.hide_reads -= 1
         return out, len(self.log)
 
-    def end_offsets(self, tps: Any, timeout: Optional[float] = None) -> Any:
-        """As :class:`OffsetReader`: the end a fetch shows."""
+    def listed_end_offsets(self, tps: Any, timeout: Optional[float] = None) -> Any:
+        """As :class:`OffsetReader`: ListOffsets(latest), exact for the layout
+        log (one record per batch)."""
         return {tp: len(self.log) for tp in tps}
 
     def close(self) -> None:
@@ -129,17 +130,16 @@ def test_a_hole_that_outlasts_five_rereads_is_still_read_not_skipped() -> None:
     f.close()
 
 
-def test_sync_reads_to_the_end_a_fetch_shows_not_to_list_offsets() -> None:
-    """ListOffsets(latest) can be low (the embedded broker answers the base of
-    a batch + 1 after multi-record batches): sync() must not stop there. A
-    follower whose view already passed that point returned a view missing
-    the records after it (seen under CPU load: 3,000 of 12,000 registrations)."""
+def test_sync_reads_every_record_appended_before_it_was_called() -> None:
+    """sync() asks the log's end when it is called (ListOffsets, exact for
+    the layout log) and reads to it, also when the follower's own bounds,
+    read earlier, are behind."""
     log = _log()
     reader = _ScriptedReader(log[:2], hidden=set(), hide_reads=0)
     f = _follower(reader)
     f._bounds = lambda timeout: (0, 2)  # type: ignore[method-assign]
     assert f.sync().next_offset == 2
-    reader.log = log  # two more records appended; ListOffsets still says 2
+    reader.log = log  # two more records appended
     history = f.sync()
     assert history.next_offset == 4
     assert [r.offset for r in history.registrations(TOPIC)] == [1, 2, 3]
