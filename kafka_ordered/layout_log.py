@@ -698,10 +698,9 @@ class LayoutFollower:
         admin client's own connection: behind the follower's long-poll fetch,
         a broker answers only when that fetch completes (the end: see
         :meth:`_listed_end`)."""
-        reader, tp = self._reader_for(), (self.topic, 0)
         # (Through the reader: it asks again with fresh metadata after a leader change.)
-        end = reader.listed_end_offsets([tp], timeout)[tp]
-        low = reader.start_offsets([tp], timeout)[tp]
+        end = self._listed_end(timeout)
+        low = self._reader_for().start_offsets([(self.topic, 0)], timeout)[(self.topic, 0)]
         return low, end
 
     def _listed_end(self, timeout: float) -> int:
