@@ -145,6 +145,7 @@ class OrderedConsumer:
             raise
         self._consumer = consumer
         self._shared = shared
+        self._known_topics: Set[str] = set()  # topics whose metadata this client has (see _learn_topics)
         options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto.offset.reset", "latest")),
                                 auto_store)
         self._core = GatingCore(_ConsumerPort(self._consumer, options.timeout), shared.follower, shared.offsets,
@@ -246,7 +247,25 @@ class OrderedConsumer:
         next poll begins, while the client fetches.)"""
         self._start_positions(partitions)
         assign(partitions)
+        self._learn_topics(partitions)
         self._resume_assigned(partitions)
+
+    def _learn_topics(self, partitions: List[TopicPartition]) -> None:
+        """Ask now for the metadata of topics this client was not assigned
+        before (one Metadata request each, about 1 ms). librdkafka asks for a
+        newly assigned topic's leaders itself, but with another client of the
+        process long-polling a Fetch (every ordered process has one: the
+        layout log's follower) that request waited for its next periodic
+        scan: the first fetch came 0.9 s after ``assign`` on Apache Kafka,
+        against 10 ms for a raw consumer alone. Best effort: a failure only
+        leaves the client to its own scan."""
+        for topic in sorted({p.topic for p in partitions} - self._known_topics):
+            try:
+                self._consumer.list_topics(topic, timeout=min(self._core.opts.timeout, 1.0))
+            except KafkaException as e:
+                log.debug("metadata of %s not read at assignment: %s", topic, e)
+                continue
+            self._known_topics.add(topic)
 
     def _resume_assigned(self, partitions: List[TopicPartition]) -> None:
         self._core.unpause_assigned([(p.topic, p.partition) for p in partitions])
