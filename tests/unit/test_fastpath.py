@@ -659,6 +659,51 @@ def test_records_of_a_held_partition_never_pass_the_calm_check(
     assert _fastpath.admits_runs(by_runs, {open_tp: [_Rec(5, [])]}) and by_runs.expected == {("t", 0): 6, ("t", 1): 3}
 
 
+@pytest.mark.parametrize("messages", MESSAGE_KINDS, indirect=True)
+@pytest.mark.parametrize("impl", _impls())
+@pytest.mark.parametrize("case, fetched, admitted", [
+    ("two runs below their limits", [_Msg("t", 0, 5), _Msg("t", 0, 6), _Msg("t", 2, 0), _Msg("t", 2, 1)], True),
+    ("a single poll below the limit", _Msg("t", 0, 5), True),
+    ("the run reaches its limit", [_Msg("t", 0, 5), _Msg("t", 0, 6), _Msg("t", 0, 7)], False),
+    ("a single poll at the limit", _Msg("t", 1, 3), False),
+    ("the limited run after another", [_Msg("t", 0, 5), _Msg("t", 1, 3)], False),
+])
+def test_records_from_a_partitions_limit_on_take_the_full_path(
+        impl: str, case: str, fetched: Any, admitted: bool, messages: Callable[[Any], Any]) -> None:
+    """A calm beside gates still ahead of a partition's position, or beside
+    hand-off waits on sources this member reads: records below each
+    partition's limit pass untouched; a fetch with one at or past it (the
+    gate's start, the record that completes a wait) goes through the full
+    path, which cuts it at the gate or sees the wait crossed at the next poll."""
+    calm = _calm(impl)
+    calm.quiet, calm.until = True, time.monotonic() + 60
+    calm.managed = frozenset({"t"})
+    calm.limits = {("t", 0): 7, ("t", 1): 3, ("t", 2): 2}
+    start = {("t", 0): 5, ("t", 1): 3, ("t", 2): 0}
+    calm.expected.update(start)
+    calls: List[Any] = []
+    fetched = messages(fetched)
+    got = _fetch_path(impl, calm, fetched, calls)(1.0)
+    assert (got is fetched) is admitted, case
+    if not admitted:
+        assert got == ("after", fetched) and calm.expected == start, case
+    by_runs = _fastpath.PyCalm()
+    by_runs.managed, by_runs.limits = frozenset({"t"}), dict(calm.limits)
+    by_runs.expected.update(start)
+    runs: Dict[Tuple[str, int], List[Any]] = {}
+    for m in (fetched if isinstance(fetched, list) else [fetched]):
+        runs.setdefault((m.topic(), m.partition()), []).append(_Rec(m.offset(), []))
+    assert _fastpath.admits_runs(by_runs, {_KTP(*tp): recs for tp, recs in runs.items()}) is admitted, case
+
+
+def test_calm_limits_must_be_a_dict() -> None:
+    for calm in {_fastpath.PyCalm(), _fastpath.Calm()}:
+        assert calm.limits == {}
+    if kafka_ordered.speedups_enabled():
+        with pytest.raises(TypeError):
+            _fastpath.Calm().limits = [("t", 0)]
+
+
 @pytest.mark.parametrize("impl", _impls())
 @pytest.mark.parametrize("case, call, fetched, want_fetch, want_slow", [
     # (args, kwargs) of the call; what fetch returns; the timeout fetch gets
