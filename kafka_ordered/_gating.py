@@ -485,17 +485,14 @@ class GatingCore:
     def _read_commits(self, waited: Iterable[TP]) -> bool:
         """Read the group's commit of partitions assigned at explicit offsets
         that hand-off waits are kept for: waits it passed need nothing more
-        (one request per assignment). Whether the commits are known now:
-        until the read is answered (or while it fails) they stay unknown and
-        the next poll looks again."""
-        want = [tp for tp in waited if tp in self.parts.commit_unknown]
-        if not want and self._starts_read.pending is None:
-            self.parts.commits_known()  # none of them is waited on: nothing to read
+        (one request per assignment). Whether the commits are known now."""
+        unknown = set(self.parts.commits_known())
+        want = [tp for tp in waited if tp in unknown]
+        if not want:
             return True
         got = self._read_again_later(self._starts_read, self.port.read_committed, want)
         if got is None:
             return False
-        self.parts.commits_known()
         self.committed(got)
         return True
 

@@ -732,35 +732,6 @@ def test_a_poll_never_waits_for_the_read_of_a_sources_commit() -> None:
     assert core.calm.quiet
 
 
-def test_the_read_of_commits_at_explicit_offsets_is_taken_when_answered() -> None:
-    """Partitions assigned at explicit offsets whose hand-off waits need the
-    group's commit: the read is sent once, looked for at every poll until
-    its answer came (no calm meanwhile), then the commit is known and the
-    calm begins. A read that fails is sent again later, not forgotten."""
-    core, port, view = _grown_core(owned=[0], gates=1)  # other members' gates wait on 0 at 1000
-    clock = [1.0]
-    core._clock = lambda: clock[0]  # type: ignore[method-assign]
-    reads: List[_Pending] = []
-
-    def read_committed(tps: List[TP], timeout: float) -> _Pending:
-        assert tps == [(TOPIC, 0)]
-        reads.append(_Pending())
-        return reads[-1]
-
-    port.read_committed = read_committed  # type: ignore[method-assign]
-    for _ in range(3):
-        core.begin_poll()
-        core.settle()
-        assert not core.calm.quiet
-        clock[0] += 0.05
-    assert len(reads) == 1
-    reads[0].answer = {(TOPIC, 0): 1200}
-    core.begin_poll()
-    core.settle()
-    assert core.calm.quiet and core.keeper.waited_on() == frozenset(), "the group committed past the wait"
-    assert len(reads) == 1
-
-
 def test_a_failed_read_of_a_sources_commit_keeps_the_gate_and_is_tried_again() -> None:
     """The group coordinator not answering (a broker failing over) is not an
     error of the poll, as it is not for the raw client's: the gate stays
