@@ -35,7 +35,7 @@ from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Mapping, Op
 from ._fastpath import Calm
 from ._freshness import CausalFreshness
 from ._partitions import Partitions
-from ._ports import TP, Answered, ConsumerPort, LayoutView, OffsetsPort, PendingRead
+from ._ports import TP, ConsumerPort, LayoutView, OffsetsPort
 from .errors import KafkaOrderedError
 from .gates import GateKeeper, GateStatus, ResetPolicy, processed_offset, start_position
 from .history import LayoutHistory
@@ -43,8 +43,8 @@ from .listener import PartitionKeyRebalanceListener
 from .metrics import GATE_WAIT_BUCKETS, ConsumerMetrics, GateMetrics, WaitHistogram
 from .tokens import Run
 
-__all__ = ["GATE_READ_TIMEOUT_S", "KEEP_IN_HAND_BYTES", "KEEP_IN_HAND_RECORDS", "PENDING_READ_CHECK_S", "START_READ_RETRY_S",
-           "GateRead", "GatingCore", "GatingOptions", "PollCycle", "StartRead"]
+__all__ = ["GATE_READ_TIMEOUT_S", "KEEP_IN_HAND_BYTES", "KEEP_IN_HAND_RECORDS", "START_READ_RETRY_S", "GateRead",
+           "GatingCore", "GatingOptions", "PollCycle", "StartRead"]
 
 log = logging.getLogger("kafka_ordered.consumer")
 
@@ -95,10 +95,6 @@ class StartRead:
 #: while the group coordinator or a leader moves.
 GATE_READ_TIMEOUT_S = 1.0
 
-#: How long a poll's fetch waits at most while a read that opens gates was
-#: sent and not answered (its answer is taken by the next poll).
-PENDING_READ_CHECK_S = 0.005
-
 
 class GateRead:
     """When a read that opens gates is next due, for every client: every
@@ -108,15 +104,13 @@ class GateRead:
     then. The gates waiting on the read stay closed meanwhile. An outage is
     logged once, when it begins, and once when the read succeeds again."""
 
-    __slots__ = ("what", "period", "due", "failures", "pending")
+    __slots__ = ("what", "period", "due", "failures")
 
     def __init__(self, what: str, period: float) -> None:
         self.what = what
         self.period = period
         self.due = float("-inf")
         self.failures = 0
-        #: The read sent and not answered yet (see GatingCore._read_again_later).
-        self.pending: Optional[PendingRead] = None
 
     def succeeded(self, now: float) -> None:
         if self.failures:
@@ -490,7 +484,7 @@ class GatingCore:
         want = [tp for tp in waited if tp in unknown]
         if not want:
             return True
-        got = self._read_again_later(self._starts_read, self.port.read_committed, want)
+        got = self._read_again_later(self._starts_read, self.port.committed, want)
         if got is None:
             return False
         self.committed(got)
@@ -562,25 +556,18 @@ class GatingCore:
         self.freshness.admit(runs)
         self.refresh_gates()
 
-    def _read_again_later(self, read: GateRead, send: Callable[[List[TP], float], PendingRead],
+    def _read_again_later(self, read: GateRead, fn: Callable[[List[TP], float], Dict[TP, int]],
                           tps: Iterable[TP]) -> Optional[Dict[TP, int]]:
-        """The answer of ``send(tps, timeout)``, sent when ``read`` is due and
-        taken at the first poll after it came (the confluent consumer sends
-        it without waiting: a poll never stalls on it), else ``None``. Also
+        """``fn(tps, timeout)`` when ``read`` is due, else ``None``; also
         ``None`` when the cluster cannot answer now (a retriable error: the
         group coordinator or a leader moving), and ``read`` backs off. A
         poll does not fail because of it, as a raw client's does not, nor
         wait longer than :data:`GATE_READ_TIMEOUT_S`. Other errors are raised."""
         now = self._clock()
-        if read.pending is None:
-            if now < read.due:
-                return None
-            read.pending = send(sorted(tps), min(self.opts.timeout, GATE_READ_TIMEOUT_S))
-        if not read.pending.done():
+        if now < read.due:
             return None
-        pending, read.pending = read.pending, None
         try:
-            got = pending.result()
+            got = fn(sorted(tps), min(self.opts.timeout, GATE_READ_TIMEOUT_S))
         except KafkaOrderedError as e:
             if not e.retriable:
                 raise
@@ -588,10 +575,6 @@ class GatingCore:
             return None
         read.succeeded(now)
         return got
-
-    def _reads_pending(self) -> bool:
-        """Whether a read that opens gates was sent and not answered yet."""
-        return self._commits_read.pending is not None or self._starts_read.pending is not None
 
     def maintain(self) -> None:
         """Open gates whose sources were processed, release held partitions,
@@ -605,15 +588,12 @@ class GatingCore:
         if sources:
             unowned = [tp for tp in sources if tp not in parts.owned]
             if unowned:
-                commits = self._read_again_later(self._commits_read, self.port.read_committed, unowned) or {}
+                commits = self._read_again_later(self._commits_read, self.port.committed, unowned) or {}
                 for tp, off in commits.items():
-                    if tp not in sources:  # no longer waited on since the read was sent
-                        continue
                     st = parts.source(tp)
                     st.committed = max(st.committed, off)
                 self._dirty = self._dirty or bool(commits)
-            starts = self._read_again_later(
-                self._log_starts_read, lambda tps, t: Answered(lambda: self.offsets.start_offsets(tps, t)), sources) or {}
+            starts = self._read_again_later(self._log_starts_read, self.offsets.start_offsets, sources) or {}
             for tp, off in starts.items():
                 parts.source(tp).log_start = off
             self._dirty = self._dirty or bool(starts)
@@ -687,7 +667,7 @@ class GatingCore:
         limits = None
         in_hand = parts.in_hand
         if not (any(tp not in in_hand for tp in self.kept) or parts.init_commit or self._dirty
-                or (parts.held and not closed) or self._reads_pending()
+                or (parts.held and not closed)
                 or (gating and self._listener is not None and keeper.has_announcements())):
             limits = self._calm_limits(closed)
         if limits is None:
@@ -766,12 +746,7 @@ class GatingCore:
 
     def poll_chunk(self, left: Optional[float]) -> Optional[float]:
         """How long one client fetch may wait inside a poll of ``left`` seconds
-        (``None``: forever): short while gates are closed, so they are
-        re-evaluated, and shorter still (:data:`PENDING_READ_CHECK_S`) while a
-        read that opens gates waits for its answer, so the gates open
-        promptly after it."""
-        if self._reads_pending():
-            return PENDING_READ_CHECK_S if left is None else min(left, PENDING_READ_CHECK_S)
+        (``None``: forever): short while gates are closed, so they are re-evaluated."""
         if self.has_closed_gates() or self.parts.init_commit:
             half = self.opts.commit_interval / 2
             return half if left is None else min(left, half)

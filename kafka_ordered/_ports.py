@@ -16,14 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple
 
-from .errors import KafkaOrderedError
-
 if TYPE_CHECKING:
     from .history import LayoutHistory
     from .metrics import LayoutViewMetrics
 
-__all__ = ["TP", "Stamp", "PendingRead", "Answered", "ConsumerPort", "ProducerPort", "OffsetsPort", "LayoutView",
-           "LayoutWriter", "LogResources"]
+__all__ = ["TP", "Stamp", "ConsumerPort", "ProducerPort", "OffsetsPort", "LayoutView", "LayoutWriter",
+           "LogResources"]
 
 TP = Tuple[str, int]
 
@@ -36,42 +34,6 @@ class Stamp:
 
     value: bytes
     acked: Callable[[], None]
-
-
-class PendingRead(Protocol):
-    """A read of offsets sent to the cluster and answered later."""
-
-    def done(self) -> bool:
-        """Whether the answer (or the failure) is in."""
-
-    def result(self) -> Dict[TP, int]:
-        """The answer, once :meth:`done`. Raises
-        :class:`~kafka_ordered.errors.KafkaOrderedError` (retriable when the
-        cluster may answer later)."""
-
-
-class Answered:
-    """A :class:`PendingRead` answered at once: ``read()`` called now, its
-    result or its :class:`~kafka_ordered.errors.KafkaOrderedError` kept (any
-    other exception propagates from the constructor)."""
-
-    __slots__ = ("_got", "_error")
-
-    def __init__(self, read: Callable[[], Dict[TP, int]]) -> None:
-        self._got: Dict[TP, int] = {}
-        self._error: Optional[BaseException] = None
-        try:
-            self._got = read()
-        except KafkaOrderedError as e:
-            self._error = e
-
-    def done(self) -> bool:
-        return True
-
-    def result(self) -> Dict[TP, int]:
-        if self._error is not None:
-            raise self._error
-        return self._got
 
 
 class ConsumerPort(Protocol):
@@ -95,11 +57,6 @@ class ConsumerPort(Protocol):
         ``timeout``: seconds to wait at most (``ordered.metadata.timeout.ms``
         when ``None``). Raises :class:`~kafka_ordered.errors.KafkaOrderedError`
         (retriable when the cluster may answer later)."""
-
-    def read_committed(self, tps: List[TP], timeout: float) -> PendingRead:
-        """:meth:`committed`, sent without waiting for the answer where the
-        client can (else :class:`Answered`): the gating core takes the answer
-        at a later poll instead of stalling this one."""
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         """Commit ``offsets`` for the group; returns the client's own result."""

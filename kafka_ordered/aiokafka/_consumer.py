@@ -19,7 +19,7 @@ from .. import _log
 from .._fastpath import admits_runs, calm_rest, calm_wait
 from .._gating import GatingCore, GatingOptions, PollCycle
 from .._grouped import released_in_hand, serialized_size, take
-from .._ports import TP, Answered
+from .._ports import TP
 from ..config import (
     CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, dotted, kafka_python_connection_config, metrics_client_id, split_config,
     truthy,
@@ -146,9 +146,6 @@ class _ConsumerPort:
         except (KafkaError, TimeoutError) as e:
             raise translate(e, "reading committed offsets") from e
         return _commits(res)
-
-    def read_committed(self, tps: List[TP], timeout: float) -> Answered:
-        return Answered(lambda: self.committed(tps, timeout))
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         if asynchronous:

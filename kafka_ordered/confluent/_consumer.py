@@ -55,49 +55,6 @@ _error = Message.error
 _is_none = functools.partial(operator.is_, None)
 
 
-class _Unstable(Exception):
-    """A transactional commit of the group is pending (UNSTABLE_OFFSET_COMMIT)."""
-
-
-class _CommitsRead:
-    """:class:`~kafka_ordered._ports.PendingRead` of the group's commits: the
-    future of the admin client's ``list_consumer_group_offsets``."""
-
-    __slots__ = ("_future", "_timeout")
-
-    def __init__(self, future: "concurrent.futures.Future[Any]", timeout: float) -> None:
-        self._future = future
-        self._timeout = timeout
-
-    def done(self) -> bool:
-        return self._future.done()
-
-    def result(self) -> Dict[TP, int]:
-        try:
-            return self.answer()
-        except _Unstable:
-            raise self.unstable() from None
-
-    def answer(self) -> Dict[TP, int]:
-        """:meth:`result`, but :class:`_Unstable` for a pending transactional commit."""
-        try:
-            res = self._future.result(timeout=self._timeout + 1.0)
-            errors = [r.error for r in res.topic_partitions if r.error is not None]
-            if errors and errors[0].code() == KafkaError.UNSTABLE_OFFSET_COMMIT:
-                raise _Unstable()
-            if errors:
-                raise KafkaException(errors[0])
-        except (KafkaException, concurrent.futures.TimeoutError) as e:
-            raise translate(e, "reading committed offsets") from e
-        return {(r.topic, r.partition): r.offset for r in res.topic_partitions if r.offset >= 0}
-
-    @staticmethod
-    def unstable() -> KafkaOrderedError:
-        """The retriable error of a transactional commit still pending."""
-        return translate(KafkaException(KafkaError(KafkaError._TIMED_OUT, "a transactional commit of the group is "
-                                                   "pending (UNSTABLE_OFFSET_COMMIT)")), "reading committed offsets")
-
-
 class _ConsumerPort:
     """:class:`~kafka_ordered._ports.ConsumerPort` over a confluent ``Consumer``."""
 
@@ -128,20 +85,26 @@ class _ConsumerPort:
         this read never waits behind the consumer's fetches (a new
         consumer's lookup of the group coordinator, sent on the connection
         of its first multi-megabyte fetch, waited 20-40 ms for it)."""
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        t = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + t
+        req = [ConsumerGroupTopicPartitions(self.group, self.partitions(tps))]
         while True:
-            read = self.read_committed(tps, max(deadline - time.monotonic(), 0.001))
+            left = max(deadline - time.monotonic(), 0.001)
             try:
-                return read.answer()
-            except _Unstable:
-                if time.monotonic() >= deadline:
-                    raise read.unstable() from None
-                time.sleep(min(0.05, max(deadline - time.monotonic(), 0.0)))
-
-    def read_committed(self, tps: List[TP], timeout: float) -> "_CommitsRead":
-        return _CommitsRead(self.admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(self.group, self.partitions(tps))], require_stable=self.require_stable,
-            request_timeout=timeout)[self.group], timeout)
+                res = self.admin.list_consumer_group_offsets(req, require_stable=self.require_stable,
+                                                             request_timeout=left)[self.group].result(timeout=left + 1.0)
+                errors = [r.error for r in res.topic_partitions if r.error is not None]
+                if errors and errors[0].code() == KafkaError.UNSTABLE_OFFSET_COMMIT:
+                    if time.monotonic() < deadline:
+                        time.sleep(min(0.05, max(deadline - time.monotonic(), 0.0)))
+                        continue
+                    raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "a transactional commit of the group "
+                                                    "is pending (UNSTABLE_OFFSET_COMMIT)"))
+                if errors:
+                    raise KafkaException(errors[0])
+            except (KafkaException, concurrent.futures.TimeoutError) as e:
+                raise translate(e, "reading committed offsets") from e
+            return {(r.topic, r.partition): r.offset for r in res.topic_partitions if r.offset >= 0}
 
     def positions(self, tps: List[TP]) -> Dict[TP, int]:
         return {(p.topic, p.partition): p.offset for p in self.consumer.position(self.partitions(tps))}

@@ -14,7 +14,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from .. import _log
 from .._gating import GatingCore, GatingOptions, StartRead
-from .._ports import TP, Answered
+from .._ports import TP
 from ._assignor import OrderedAssignor, register_layouts, unregister_layouts
 from ..config import (
     CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, kafka_python_connection_config, metrics_client_id, split_config, truthy,
@@ -81,9 +81,6 @@ class _ConsumerPort:
         except KafkaError as e:
             raise translate(e, "reading committed offsets") from e
         return _commits(res)
-
-    def read_committed(self, tps: List[TP], timeout: float) -> Answered:
-        return Answered(lambda: self.committed(tps, timeout))
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         kp = {TopicPartition(t, p): OffsetAndMetadata(off, "", -1) for (t, p), off in sorted(offsets.items())}

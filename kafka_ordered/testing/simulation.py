@@ -129,7 +129,7 @@ from .._fastpath import replace_headers
 from .._freshness import SkippableStep
 from .._gating import GatingCore, GatingOptions
 from .._grouped import from_hand, released_in_hand, take
-from .._ports import TP, Answered, LayoutView, OffsetsPort, Stamp
+from .._ports import TP, LayoutView, OffsetsPort, Stamp
 from .._registering import RegisteringCore, TopicState
 from ..history import LayoutHistory, encode_layout
 from ..layout import Layout
@@ -481,9 +481,6 @@ class _SimClient:
 
     def committed(self, tps: List[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         return {tp: self.group[tp[1]] for tp in tps if tp[1] in self.group}
-
-    def read_committed(self, tps: List[TP], timeout: float) -> Answered:
-        return Answered(lambda: self.committed(tps, timeout))
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> None:
         for (_, p), off in offsets.items():

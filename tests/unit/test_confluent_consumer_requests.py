@@ -123,19 +123,3 @@ def test_no_answer_in_time_is_a_retriable_error(failure: Optional[BaseException]
     port = _ConsumerPort(None, 0.05, _Admin(failure), "g", True)  # type: ignore[arg-type]
     with pytest.raises(BrokerUnavailableError):
         port.committed([("t", 0)], timeout=0.01)
-
-
-def test_a_read_sent_without_waiting_is_answered_later() -> None:
-    """``read_committed`` returns at once; its answer is the admin client's
-    when that comes, with the same rules as :meth:`committed` (a pending
-    transactional commit is a retriable error there: asked again later)."""
-    waiting = _Admin(None)  # its future never completes
-    assert not _ConsumerPort(None, 10.0, waiting, "g", True).read_committed([("t", 0)], 1.0).done()  # type: ignore[arg-type]
-    assert waiting.calls[0][1] == {"require_stable": True, "request_timeout": 1.0}
-    answered = _ConsumerPort(None, 10.0, _Admin(_answer((0, 17, None))), "g", True)  # type: ignore[arg-type]
-    read = answered.read_committed([("t", 0)], 1.0)
-    assert read.done() and read.result() == {("t", 0): 17}
-    unstable = _Admin(_answer((0, -1, KafkaError(KafkaError.UNSTABLE_OFFSET_COMMIT))))
-    read = _ConsumerPort(None, 10.0, unstable, "g", True).read_committed([("t", 0)], 1.0)  # type: ignore[arg-type]
-    with pytest.raises(BrokerUnavailableError):
-        read.result()

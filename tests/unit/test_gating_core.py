@@ -7,8 +7,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
-from kafka_ordered._gating import PENDING_READ_CHECK_S, GatingCore, GatingOptions
-from kafka_ordered._ports import TP, Answered
+from kafka_ordered._gating import GatingCore, GatingOptions
+from kafka_ordered._ports import TP
 from kafka_ordered.history import LayoutHistory
 from kafka_ordered.layout import Layout
 from kafka_ordered.metrics import LayoutViewMetrics
@@ -39,9 +39,6 @@ class FakePort:
 
     def committed(self, tps: List[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         return {tp: self.commits[tp] for tp in tps if tp in self.commits}
-
-    def read_committed(self, tps: List[TP], timeout: float) -> Answered:
-        return Answered(lambda: self.committed(tps, timeout))
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> None:
         self.commits.update(offsets)
@@ -685,51 +682,6 @@ def test_calm_beside_a_hold_in_hand_until_it_is_released_with_records_in_hand() 
     assert not core.in_hand((TOPIC, 2)) and core.kept == {(TOPIC, 2): ["r5", "r6", "r7"]}
     core.settle()
     assert not core.calm.quiet, "records in hand of a released partition"
-
-
-class _Pending:
-    """A read sent and answered when the test says."""
-
-    def __init__(self) -> None:
-        self.answer: Optional[Dict[TP, int]] = None
-
-    def done(self) -> bool:
-        return self.answer is not None
-
-    def result(self) -> Dict[TP, int]:
-        assert self.answer is not None
-        return self.answer
-
-
-def test_a_poll_never_waits_for_the_read_of_a_sources_commit() -> None:
-    """The read of the commits of sources another member owns is sent and
-    its answer taken at the first poll after it came (the confluent
-    consumer's admin client answers later): meanwhile the gate stays closed,
-    no second read is sent, and no calm begins (the answer must be looked for)."""
-    clock = [1.0]
-    core, port = _core()
-    core._clock = lambda: clock[0]  # type: ignore[method-assign]
-    sent: List[Tuple[List[TP], float]] = []
-    pending = _Pending()
-
-    def read_committed(tps: List[TP], timeout: float) -> _Pending:
-        sent.append((tps, timeout))
-        return pending
-
-    port.read_committed = read_committed  # type: ignore[method-assign]
-    core.admit((TOPIC, 1), 5)
-    for _ in range(3):
-        core.begin_poll()
-        core.settle()
-        assert core.held() == {(TOPIC, 1)} and not core.calm.quiet
-        clock[0] += 0.05
-    assert len(sent) == 1 and sent[0][0] == [(TOPIC, 0)]
-    assert core.poll_chunk(1.0) == PENDING_READ_CHECK_S, "the answer is looked for within milliseconds"
-    pending.answer = {(TOPIC, 0): 10}
-    core.begin_poll()
-    assert core.held() == set() and (TOPIC, 1) not in port.paused, "opened by the answer"
-    core.settle()
-    assert core.calm.quiet
 
 
 def test_a_failed_read_of_a_sources_commit_keeps_the_gate_and_is_tried_again() -> None:
