@@ -479,15 +479,16 @@ class GatingCore:
     def _read_commits(self, waited: Iterable[TP]) -> bool:
         """Read the group's commit of partitions assigned at explicit offsets
         that hand-off waits are kept for: waits it passed need nothing more
-        (one request per assignment). Whether the commits are known now."""
-        unknown = set(self.parts.commits_known())
-        want = [tp for tp in waited if tp in unknown]
-        if not want:
-            return True
-        got = self._read_again_later(self._starts_read, self.port.committed, want)
-        if got is None:
-            return False
-        self.committed(got)
+        (one request per assignment). Whether the commits are known now:
+        while the read fails they stay unknown, and it is sent again (see
+        :class:`GateRead`)."""
+        want = [tp for tp in waited if tp in self.parts.commit_unknown]
+        if want:
+            got = self._read_again_later(self._starts_read, self.port.committed, want)
+            if got is None:
+                return False
+            self.committed(got)
+        self.parts.commits_known()
         return True
 
     def refresh_gates(self, force: bool = False) -> None:
@@ -667,7 +668,7 @@ class GatingCore:
         limits = None
         in_hand = parts.in_hand
         if not (any(tp not in in_hand for tp in self.kept) or parts.init_commit or self._dirty
-                or (parts.held and not closed)
+                or (parts.held and not closed) or (parts.commit_unknown and self._waits_unread())
                 or (gating and self._listener is not None and keeper.has_announcements())):
             limits = self._calm_limits(closed)
         if limits is None:
@@ -692,6 +693,13 @@ class GatingCore:
         calm.quiet = True
         if self.follower.history.version != self._seen_version:  # applied meanwhile: look first
             calm.quiet = False
+
+    def _waits_unread(self) -> bool:
+        """Whether a hand-off wait is kept on a partition whose group commit
+        is not read yet (assigned at an explicit offset): the next polls
+        read it (:meth:`_read_commits`)."""
+        unknown = self.parts.commit_unknown
+        return any(tp in unknown for tp in self.keeper.waited_on())
 
     def _calm_limits(self, closed: bool) -> Optional[Dict[TP, int]]:
         """Per owned partition, the offset from which a calm fetch's records
