@@ -11,8 +11,8 @@ from itertools import compress
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
-from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, Consumer, ConsumerGroupTopicPartitions, KafkaError,
+                             KafkaException, Message, TopicPartition)
 
 from . import _message  # noqa: F401  (reads Message fields in place once checked)
 from .._fastpath import fast_fetch, method
