@@ -1,18 +1,13 @@
-"""The requests the confluent OrderedConsumer makes besides its client's
-fetches: the metadata of manually assigned topics, asked for without waiting
-(librdkafka otherwise finds a newly assigned topic's leaders only at its next
-periodic scan when the client was connected before ``assign``; see
-``OrderedConsumer._learn_topics``), and the group's commits, read through the
-process's shared admin client (see ``_ConsumerPort.committed``)."""
+"""The group's commits, as the confluent OrderedConsumer reads them: through
+the process's shared admin client (see ``_ConsumerPort.committed``)."""
 
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 
 from kafka_ordered.confluent._consumer import OrderedConsumer, _ConsumerPort
 from kafka_ordered.errors import BrokerUnavailableError, KafkaOrderedError
@@ -33,28 +28,6 @@ class _Stub:
 
     def __init__(self, code: int) -> None:
         self._consumer = _Inner(code)
-
-
-@pytest.mark.parametrize("code", [KafkaError._TIMED_OUT, KafkaError._TRANSPORT])
-def test_each_assigned_topic_is_asked_for_once_without_waiting(code: int, caplog: pytest.LogCaptureFixture) -> None:
-    """One request per topic, at every assignment (nothing cached that could
-    go stale), with timeout 0: the answer is applied by librdkafka when it
-    comes (``_TIMED_OUT``), and a client not connected yet needs none
-    (``_TRANSPORT``): neither is worth a log line."""
-    stub = _Stub(code)
-    with caplog.at_level(logging.DEBUG, logger="kafka_ordered"):
-        stub._learn_topics([TopicPartition("b", 0), TopicPartition("a", 1), TopicPartition("b", 3)])
-        stub._learn_topics([TopicPartition("a", 0)])
-    assert stub._consumer.calls == [("a", 0), ("b", 0), ("a", 0)]
-    assert caplog.records == []
-
-
-def test_another_failure_is_logged_and_never_fails_the_assignment(caplog: pytest.LogCaptureFixture) -> None:
-    stub = _Stub(KafkaError.TOPIC_AUTHORIZATION_FAILED)
-    with caplog.at_level(logging.DEBUG, logger="kafka_ordered"):
-        stub._learn_topics([TopicPartition("a", 0)])
-    assert [r.levelno for r in caplog.records] == [logging.DEBUG]
-    assert "metadata of a not asked for" in caplog.records[0].getMessage()
 
 
 class _Admin:
