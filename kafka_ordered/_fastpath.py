@@ -38,15 +38,13 @@ A :data:`Calm` says whether a consumer may skip its gating core for a while
 (see :class:`kafka_ordered._gating.GatingCore`): ``quiet``, a deadline
 ``until``, and for the causal-token rule the next offset ``expected`` per
 partition (the consumer's :class:`~kafka_ordered._freshness.CausalFreshness`
-dict), the ``managed`` topics, the partitions ``held`` at a gate (their
-records never pass) and per partition the offset (``limits``) from which
-its records take the full path (a gate ahead, a wait to cross).
-:func:`fast_fetch` builds a consumer's ``poll``/``consume``: while
-``calm.quiet`` it calls the client's own fetch with the arguments unchanged
-and, reading the clock once, before ``calm.until`` returns what it got
-untouched if it is empty or if :func:`admits_py` (or its C twin) admits it
-(no stamp, no gap: the rule needs no catch-up; nothing of a held partition,
-nothing at or past a limit), else passes it through ``after(result)``; past the deadline,
+dict), the ``managed`` topics and the partitions ``held`` by a pause at a
+gate (their records never pass). :func:`fast_fetch` builds a consumer's
+``poll``/``consume``: while ``calm.quiet`` it calls the client's own fetch
+with the arguments unchanged and, reading the clock once, before
+``calm.until`` returns what it got untouched if it is empty or if
+:func:`admits_py` (or its C twin) admits it (no stamp, no gap: the rule needs
+no catch-up, nothing of a held partition), else passes it through ``after(result)``; past the deadline,
 an empty result after ``idle()`` (the per-poll work, safe with nothing in
 hand) and any other through ``after(result)``. Without the calm the call
 goes to ``slow``. While ``calm.held`` is not empty the fetch's ``timeout``
@@ -198,7 +196,7 @@ def method(function: Callable[..., Any], attr: str) -> Any:
 class PyCalm:
     """Pure-Python :data:`Calm`."""
 
-    __slots__ = ("quiet", "until", "expected", "managed", "held", "limits", "stamp_prefix", "view_next")
+    __slots__ = ("quiet", "until", "expected", "managed", "held", "stamp_prefix", "view_next")
 
     def __init__(self) -> None:
         self.quiet = False
@@ -207,9 +205,6 @@ class PyCalm:
         self.managed: AbstractSet[str] = frozenset()
         #: Partitions held by a pause at a gate: their records take the full path.
         self.held: AbstractSet[Tuple[str, int]] = frozenset()
-        #: ``{(topic, partition): offset}``: a record at or past its
-        #: partition's limit takes the full path (a gate ahead, a wait to cross).
-        self.limits: Dict[Tuple[str, int], int] = {}
         #: ``b"<this consumer's layout-log id>:"`` (``None``: unknown) and the
         #: layout-log offset below which the view includes everything.
         self.stamp_prefix: Optional[bytes] = None
@@ -224,16 +219,14 @@ def admits_py(calm: Any, got: Any) -> bool:
     below ``calm.view_next`` (the view includes them: such a header is only
     removed, on the way), and every record of a topic in ``calm.managed`` at
     the next offset ``calm.expected`` holds for its partition, which is not
-    in ``calm.held`` (held by a pause at a gate), below the partition's
-    offset in ``calm.limits``, if any. Then the
+    in ``calm.held`` (held by a pause at a gate). Then the
     expected offsets are moved past the fetch; otherwise they are unchanged
     and the caller takes the full path (which strips stamps and catches up)."""
     msgs = got if got.__class__ is list else (got,)
-    managed, expected, held, limits = calm.managed, calm.expected, calm.held, calm.limits
+    managed, expected, held = calm.managed, calm.expected, calm.held
     ends: List[Tuple[Tuple[str, int], int]] = []
     key: Optional[Tuple[str, int]] = None
     prev = -1
-    limit = -1
     for m in msgs:
         if m.error() is not None:
             return False
@@ -258,9 +251,6 @@ def admits_py(calm: Any, got: Any) -> bool:
             key = k
             if expected.get(k) != off or k in held:
                 return False
-            limit = limits.get(k, -1) if limits else -1
-        if 0 <= limit <= off:
-            return False
         prev = off
     if key is not None:
         ends.append((key, prev + 1))
@@ -279,10 +269,10 @@ def admits_runs(calm: Any, fetched: Mapping[Any, List[Any]],
     """:func:`admits_py` for a fetch grouped by partition (kafka-python and
     aiokafka: ``{TopicPartition: [ConsumerRecord, ...]}``, each list in
     offset order): the same causal-token predicate per run (first offset as
-    expected, no gap, not held, below its limit, stamps only of the view), the same removal of included
+    expected, no gap, not held, stamps only of the view), the same removal of included
     stamps (records are replaced in their list by ``replace(record,
     headers)``, a copy without the header; the default suits namedtuples)."""
-    managed, expected, held, limits = calm.managed, calm.expected, calm.held, calm.limits
+    managed, expected, held = calm.managed, calm.expected, calm.held
     ends: List[Tuple[Tuple[str, int], int]] = []
     for tp, recs in fetched.items():
         if not recs:
@@ -300,8 +290,6 @@ def admits_runs(calm: Any, fetched: Mapping[Any, List[Any]],
         key = (tp.topic, tp.partition)
         first, last = recs[0].offset, recs[-1].offset
         if expected.get(key) != first or last - first + 1 != len(recs) or key in held:
-            return False
-        if limits and last >= limits.get(key, last + 1):
             return False
         ends.append((key, last + 1))
     expected.update(ends)

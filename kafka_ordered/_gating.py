@@ -479,16 +479,15 @@ class GatingCore:
     def _read_commits(self, waited: Iterable[TP]) -> bool:
         """Read the group's commit of partitions assigned at explicit offsets
         that hand-off waits are kept for: waits it passed need nothing more
-        (one request per assignment). Whether the commits are known now:
-        while the read fails they stay unknown, and it is sent again (see
-        :class:`GateRead`)."""
-        want = [tp for tp in waited if tp in self.parts.commit_unknown]
-        if want:
-            got = self._read_again_later(self._starts_read, self.port.committed, want)
-            if got is None:
-                return False
-            self.committed(got)
-        self.parts.commits_known()
+        (one request per assignment). Whether the commits are known now."""
+        unknown = set(self.parts.commits_known())
+        want = [tp for tp in waited if tp in unknown]
+        if not want:
+            return True
+        got = self._read_again_later(self._starts_read, self.port.committed, want)
+        if got is None:
+            return False
+        self.committed(got)
         return True
 
     def refresh_gates(self, force: bool = False) -> None:
@@ -651,39 +650,23 @@ class GatingCore:
         held partition that a client hands out anyway take the full path
         (:attr:`Calm.held`). A gate opened by another member meanwhile is
         seen at the first poll after that, or when a poll's own wait ends,
-        so at most one poll timeout later.
-
-        Nor do holds in hand (their records take the full path too, which
-        keeps them in hand; records still in hand once released end it),
-        gates still ahead of a partition's position, or hand-off
-        waits on partitions this member reads (a group replaying history
-        reads the sources of its own gates): the calm then carries
-        :meth:`_calm_limits`, and with auto-commit lasts until the next
-        commit those waits call for (``ordered.commit.interval.ms``)."""
+        so at most one poll timeout later."""
         calm = self.calm
         gating = self.opts.gating
         keeper = self.keeper
         parts = self.parts
         closed = gating and keeper.has_closed()
-        limits = None
-        in_hand = parts.in_hand
-        if not (any(tp not in in_hand for tp in self.kept) or parts.init_commit or self._dirty
-                or (parts.held and not closed) or (parts.commit_unknown and self._waits_unread())
+        if (parts.in_hand or self.kept or parts.init_commit or self._dirty or keeper.waited_on()
+                or (self.to_inspect(self.watched()) if closed else parts.held)
                 or (gating and self._listener is not None and keeper.has_announcements())):
-            limits = self._calm_limits(closed)
-        if limits is None:
             calm.quiet = False
             return
-        now = self._clock()
         calm.until = self.last_commit + self.opts.auto_commit_interval if self.opts.auto_commit else float("inf")
-        if closed and any(tp not in parts.owned for tp in keeper.sources()):
-            # Gates that wait on other members are looked at again when
-            # their commits are read again (see maintain).
+        if closed:
+            # Every closed gate holds its partition by a pause and waits on
+            # other members: it is looked at again when their commits are
+            # read again (see maintain).
             calm.until = min(calm.until, self._commits_read.due)
-        if self.opts.auto_commit and any(tp in parts.owned for tp in keeper.waited_on()):
-            due = self.last_commit + self.opts.commit_interval
-            calm.until = min(calm.until, due if due > now else now + self.opts.commit_interval)
-        calm.limits = limits
         calm.held = frozenset(parts.held)
         calm.managed = frozenset(t for t in self.owned_topics() if self.managed(t)) if gating else frozenset()
         # Stamps the view includes cost the calm check only their removal.
@@ -693,46 +676,6 @@ class GatingCore:
         calm.quiet = True
         if self.follower.history.version != self._seen_version:  # applied meanwhile: look first
             calm.quiet = False
-
-    def _waits_unread(self) -> bool:
-        """Whether a hand-off wait is kept on a partition whose group commit
-        is not read yet (assigned at an explicit offset): the next polls
-        read it (:meth:`_read_commits`)."""
-        unknown = self.parts.commit_unknown
-        return any(tp in unknown for tp in self.keeper.waited_on())
-
-    def _calm_limits(self, closed: bool) -> Optional[Dict[TP, int]]:
-        """Per owned partition, the offset from which a calm fetch's records
-        must take the full path (:attr:`Calm.limits`): the start of a closed
-        gate ahead of the partition's position (the full path cuts the fetch
-        there and holds it), and on a source of hand-off waits the record
-        that completes the next wait (the poll after it crosses the wait:
-        it announces, commits, opens this member's gates). ``None`` when the
-        polls need the core: a watched partition without a limit (an opened
-        gate to announce), a wait crossed that :meth:`begin_poll` has not
-        looked at, or waits judged by offsets the application stores
-        (``store_offsets`` between polls)."""
-        limits: Dict[TP, int] = {}
-        if closed:
-            for tp in self.to_inspect(self.watched()):
-                limit = self.keeper.limit(tp)
-                if limit is None:
-                    return None
-                limits[tp] = limit
-        waited = [tp for tp in self.keeper.waited_on() if tp in self.parts.owned]
-        if waited:
-            if self._stored_mode:
-                return None
-            at = self.positions(waited)
-            for tp in waited:
-                st = self.parts[tp]
-                w = self.keeper.next_wait(tp, st.revoke_mark)
-                if w is None:
-                    continue
-                if at.get(tp, st.revoke_mark) >= w:
-                    return None
-                limits[tp] = min(limits.get(tp, w - 1), w - 1)
-        return limits
 
     def idle(self) -> None:
         """A fetch of the fast path came back empty past the calm's deadline:

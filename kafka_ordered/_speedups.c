@@ -1078,9 +1078,7 @@ monotonic_s(void)
  * returned untouched; expected: {(topic, partition): next offset} of the
  * causal-token rule (shared with kafka_ordered._freshness); managed: the
  * topics with a layout, whose records are checked (see calm_admits); held:
- * {(topic, partition)} held by a pause at a gate, whose records never pass;
- * limits: {(topic, partition): offset} from which a partition's records take
- * the full path (a gate ahead of its position, a wait to cross). */
+ * {(topic, partition)} held by a pause at a gate, whose records never pass. */
 typedef struct {
     PyObject_HEAD
     char quiet;
@@ -1088,7 +1086,6 @@ typedef struct {
     PyObject *expected;
     PyObject *managed;
     PyObject *held;
-    PyObject *limits;
     PyObject *stamp_prefix; /* b"<this consumer's layout-log id>:" (None: unknown) */
     long long view_next;    /* the view includes every layout-log offset below */
 } Calm;
@@ -1109,10 +1106,9 @@ calm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->expected = PyDict_New();
     self->managed = PyFrozenSet_New(NULL);
     self->held = PyFrozenSet_New(NULL);
-    self->limits = PyDict_New();
     self->stamp_prefix = Py_NewRef(Py_None);
     self->view_next = 0;
-    if (self->expected == NULL || self->managed == NULL || self->held == NULL || self->limits == NULL) {
+    if (self->expected == NULL || self->managed == NULL || self->held == NULL) {
         Py_DECREF(self);
         return NULL;
     }
@@ -1125,7 +1121,6 @@ calm_traverse(Calm *self, visitproc visit, void *arg)
     Py_VISIT(self->expected);
     Py_VISIT(self->managed);
     Py_VISIT(self->held);
-    Py_VISIT(self->limits);
     Py_VISIT(self->stamp_prefix);
     return 0;
 }
@@ -1136,7 +1131,6 @@ calm_clear(Calm *self)
     Py_CLEAR(self->expected);
     Py_CLEAR(self->managed);
     Py_CLEAR(self->held);
-    Py_CLEAR(self->limits);
     Py_CLEAR(self->stamp_prefix);
     return 0;
 }
@@ -1170,22 +1164,28 @@ calm_set_quiet(Calm *self, PyObject *value, void *closure)
     return 0;
 }
 
-/* The object-valued fields (expected, limits, managed, held): closure is the field's offset. */
 static PyObject *
-calm_get_field(Calm *self, void *closure)
+calm_get_expected(Calm *self, void *closure)
 {
-    return Py_NewRef(*(PyObject **)((char *)self + (Py_ssize_t)closure));
+    return Py_NewRef(self->expected);
 }
 
 static int
-calm_set_dict(Calm *self, PyObject *value, void *closure)
+calm_set_expected(Calm *self, PyObject *value, void *closure)
 {
     if (value == NULL || !PyDict_Check(value)) {
-        PyErr_SetString(PyExc_TypeError, "expected and limits must be dicts");
+        PyErr_SetString(PyExc_TypeError, "expected must be a dict");
         return -1;
     }
-    Py_SETREF(*(PyObject **)((char *)self + (Py_ssize_t)closure), Py_NewRef(value));
+    Py_SETREF(self->expected, Py_NewRef(value));
     return 0;
+}
+
+/* The set-valued fields (managed, held): closure is the field's offset. */
+static PyObject *
+calm_get_set(Calm *self, void *closure)
+{
+    return Py_NewRef(*(PyObject **)((char *)self + (Py_ssize_t)closure));
 }
 
 static int
@@ -1208,14 +1208,11 @@ static PyMemberDef calm_members[] = {
 
 static PyGetSetDef calm_getset[] = {
     {"quiet", (getter)calm_get_quiet, (setter)calm_set_quiet, "no gating work pending", NULL},
-    {"expected", (getter)calm_get_field, (setter)calm_set_dict,
-     "{(topic, partition): next offset expected} (a dict)", (void *)offsetof(Calm, expected)},
-    {"limits", (getter)calm_get_field, (setter)calm_set_dict,
-     "{(topic, partition): offset}: records at or past it take the full path (a dict)",
-     (void *)offsetof(Calm, limits)},
-    {"managed", (getter)calm_get_field, (setter)calm_set_set, "topics whose records are checked (a set)",
+    {"expected", (getter)calm_get_expected, (setter)calm_set_expected,
+     "{(topic, partition): next offset expected} (a dict)", NULL},
+    {"managed", (getter)calm_get_set, (setter)calm_set_set, "topics whose records are checked (a set)",
      (void *)offsetof(Calm, managed)},
-    {"held", (getter)calm_get_field, (setter)calm_set_set,
+    {"held", (getter)calm_get_set, (setter)calm_set_set,
      "(topic, partition) held by a pause at a gate: their records take the full path (a set)",
      (void *)offsetof(Calm, held)},
     {NULL, NULL, NULL, NULL, NULL},
@@ -1229,7 +1226,7 @@ static PyTypeObject CalmType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_traverse = (traverseproc)calm_traverse,
     .tp_clear = (inquiry)calm_clear,
-    .tp_doc = "Calm()\n--\n\nquiet, until, expected, managed, held, limits (see kafka_ordered._fastpath).",
+    .tp_doc = "Calm()\n--\n\nquiet, until, expected, managed, held (see kafka_ordered._fastpath).",
     .tp_members = calm_members,
     .tp_getset = calm_getset,
     .tp_new = calm_new,
@@ -1376,15 +1373,14 @@ py_use_message_layout(PyObject *module, PyObject *t)
 /* The causal-token check of a calm fetch (confluent-kafka Messages): 1 when
  * every record may be returned untouched (no error, no kafka-ordered.reg
  * header; every record of a managed topic at the next offset expected for
- * its partition, which is not held, and below its limit if it has one),
- * after which the expected offsets are moved past the fetch;
+ * its partition), after which the expected offsets are moved past the fetch;
  * 0 (nothing changed) when the caller must take the full path; -1 on error. */
 static int
 calm_admits(Calm *calm, PyObject *res)
 {
     PyObject *one[1], **items, *ends = NULL, *key = NULL, *prev_topic = NULL;
     Py_ssize_t n, i;
-    long long prev_part = -1, prev_off = -1, limit = LLONG_MAX;
+    long long prev_part = -1, prev_off = -1;
     int ok = 1;
     if (PyList_CheckExact(res)) {
         items = PySequence_Fast_ITEMS(res);
@@ -1414,7 +1410,7 @@ calm_admits(Calm *calm, PyObject *res)
             o = cm->offset;
             if (prev_topic != NULL && p == prev_part && (topic == prev_topic || PyUnicode_Compare(topic, prev_topic) == 0)) {
                 Py_DECREF(topic);
-                if (o != prev_off + 1 || o >= limit) { ok = 0; break; }
+                if (o != prev_off + 1) { ok = 0; break; }
                 prev_off = o;
                 continue;
             }
@@ -1464,7 +1460,7 @@ calm_admits(Calm *calm, PyObject *res)
         if (prev_topic != NULL && p == prev_part && PyUnicode_Compare(topic, prev_topic) == 0) {
             Py_DECREF(part);
             Py_DECREF(topic);
-            if (o != prev_off + 1 || o >= limit) { ok = 0; break; }
+            if (o != prev_off + 1) { ok = 0; break; }
             prev_off = o;
             continue;
         }
@@ -1499,17 +1495,6 @@ calm_admits(Calm *calm, PyObject *res)
             break;
         }
         if (!PyLong_Check(v) || PyLong_AsLongLong(v) != o) { ok = 0; break; }
-        limit = LLONG_MAX;
-        if (PyDict_GET_SIZE(calm->limits)) {
-            v = PyDict_GetItemWithError(calm->limits, key); /* borrowed */
-            if (v == NULL && PyErr_Occurred()) { ok = -1; break; }
-            if (v != NULL) {
-                if (!PyLong_Check(v)) { ok = 0; break; }
-                limit = PyLong_AsLongLong(v);
-                if (limit == -1 && PyErr_Occurred()) { ok = -1; break; }
-            }
-        }
-        if (o >= limit) { ok = 0; break; }
         prev_part = p;
         prev_off = o;
     }

@@ -458,17 +458,11 @@ class GateKeeper:
     def crossed(self, tp: TP, before: int, after: int) -> bool:
         """Whether moving source ``tp``'s processed offset from ``before`` to
         ``after`` reaches a pending hand-off wait (of an open or closed gate)."""
-        w = self.next_wait(tp, before)
-        return w is not None and w <= after
-
-    def next_wait(self, tp: TP, processed: int) -> Optional[int]:
-        """The first pending hand-off wait on source ``tp`` above its
-        ``processed`` offset (``None``: none)."""
         ws = self._waits.get(tp)
-        if not ws:
-            return None
-        i = bisect.bisect_right(ws, processed)
-        return ws[i] if i < len(ws) else None
+        if not ws or after <= before:
+            return False
+        i = bisect.bisect_right(ws, before)
+        return i < len(ws) and ws[i] <= after
 
     def needs_commit(self, tp: TP, committed: int) -> bool:
         """Whether some gate waits on source ``tp`` beyond ``committed`` (so its

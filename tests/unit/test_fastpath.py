@@ -625,25 +625,6 @@ def test_calm_fetch_is_returned_untouched_only_when_the_token_rule_needs_nothing
         assert calm.expected == start, case
 
 
-def _quiet_calm(impl: str) -> Any:
-    """A quiet calm for an hour over managed topic ``t``."""
-    calm = _calm(impl)
-    calm.quiet, calm.until = True, time.monotonic() + 60
-    calm.managed = frozenset({"t"})
-    return calm
-
-
-def _decides(impl: str, calm: Any, start: Dict[Tuple[str, int], int], fetched: Any, admitted: bool,
-             case: str) -> None:
-    """The fetch path returns ``fetched`` untouched when ``admitted``, else
-    through ``after`` with the expected offsets (``start``) left alone."""
-    calm.expected.update(start)
-    got = _fetch_path(impl, calm, fetched, [])(1.0)
-    assert (got is fetched) is admitted, case
-    if not admitted:
-        assert got == ("after", fetched) and calm.expected == start, case
-
-
 @pytest.mark.parametrize("messages", MESSAGE_KINDS, indirect=True)
 @pytest.mark.parametrize("impl", _impls())
 @pytest.mark.parametrize("case, fetched, admitted", [
@@ -657,10 +638,18 @@ def test_records_of_a_held_partition_never_pass_the_calm_check(
     member): a client that hands out records of it anyway (aiokafka forgets
     pauses) sends the fetch through the full path, which holds them again,
     even at the offset the causal-token rule expects."""
-    calm = _quiet_calm(impl)
+    calm = _calm(impl)
+    calm.quiet, calm.until = True, time.monotonic() + 60
+    calm.managed = frozenset({"t"})
     calm.held = frozenset({("t", 1)})
     start = {("t", 0): 5, ("t", 1): 3}
-    _decides(impl, calm, start, messages(fetched), admitted, case)
+    calm.expected.update(start)
+    calls: List[Any] = []
+    fetched = messages(fetched)
+    got = _fetch_path(impl, calm, fetched, calls)(1.0)
+    assert (got is fetched) is admitted, case
+    if not admitted:
+        assert got == ("after", fetched) and calm.expected == start, case
     open_tp, held_tp = _KTP("t", 0), _KTP("t", 1)
     by_runs = _fastpath.PyCalm()
     by_runs.managed, by_runs.held = frozenset({"t"}), frozenset({("t", 1)})
@@ -668,44 +657,6 @@ def test_records_of_a_held_partition_never_pass_the_calm_check(
     assert not _fastpath.admits_runs(by_runs, {open_tp: [_Rec(5, [])], held_tp: [_Rec(3, [])]})
     assert by_runs.expected == start
     assert _fastpath.admits_runs(by_runs, {open_tp: [_Rec(5, [])]}) and by_runs.expected == {("t", 0): 6, ("t", 1): 3}
-
-
-@pytest.mark.parametrize("messages", MESSAGE_KINDS, indirect=True)
-@pytest.mark.parametrize("impl", _impls())
-@pytest.mark.parametrize("case, fetched, admitted", [
-    ("two runs below their limits", [_Msg("t", 0, 5), _Msg("t", 0, 6), _Msg("t", 2, 0), _Msg("t", 2, 1)], True),
-    ("a single poll below the limit", _Msg("t", 0, 5), True),
-    ("the run reaches its limit", [_Msg("t", 0, 5), _Msg("t", 0, 6), _Msg("t", 0, 7)], False),
-    ("a single poll at the limit", _Msg("t", 1, 3), False),
-    ("the limited run after another", [_Msg("t", 0, 5), _Msg("t", 1, 3)], False),
-])
-def test_records_from_a_partitions_limit_on_take_the_full_path(
-        impl: str, case: str, fetched: Any, admitted: bool, messages: Callable[[Any], Any]) -> None:
-    """A calm beside gates still ahead of a partition's position, or beside
-    hand-off waits on sources this member reads: records below each
-    partition's limit pass untouched; a fetch with one at or past it (the
-    gate's start, the record that completes a wait) goes through the full
-    path, which cuts it at the gate or sees the wait crossed at the next poll."""
-    calm = _quiet_calm(impl)
-    calm.limits = {("t", 0): 7, ("t", 1): 3, ("t", 2): 2}
-    start = {("t", 0): 5, ("t", 1): 3, ("t", 2): 0}
-    fetched = messages(fetched)
-    _decides(impl, calm, start, fetched, admitted, case)
-    by_runs = _fastpath.PyCalm()
-    by_runs.managed, by_runs.limits = frozenset({"t"}), dict(calm.limits)
-    by_runs.expected.update(start)
-    runs: Dict[Tuple[str, int], List[Any]] = {}
-    for m in (fetched if isinstance(fetched, list) else [fetched]):
-        runs.setdefault((m.topic(), m.partition()), []).append(_Rec(m.offset(), []))
-    assert _fastpath.admits_runs(by_runs, {_KTP(*tp): recs for tp, recs in runs.items()}) is admitted, case
-
-
-def test_calm_limits_must_be_a_dict() -> None:
-    for calm in {_fastpath.PyCalm(), _fastpath.Calm()}:
-        assert calm.limits == {}
-    if kafka_ordered.speedups_enabled():
-        with pytest.raises(TypeError):
-            _fastpath.Calm().limits = [("t", 0)]
 
 
 @pytest.mark.parametrize("impl", _impls())
