@@ -18,7 +18,7 @@ import uuid
 from types import TracebackType
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 
 from .. import _log
@@ -101,6 +101,8 @@ class LayoutAdmin:
     def __init__(self, config: Mapping[str, Any]) -> None:
         opts, rest = split_config(config, _ADMIN_OPTIONS, "LayoutAdmin")
         self._conn = internal_config(rest, "producer")
+        self._rest = dict(rest)
+        self._group_readers: Dict[str, Consumer] = {}
         self.timeout = opts["ordered.metadata.timeout.ms"] / 1000.0
         self.layout_topic: str = opts["ordered.layout.topic"]
         self.admin_id = f"admin-{uuid.uuid4().hex[:12]}"
@@ -702,14 +704,39 @@ class LayoutAdmin:
 
     def committed(self, group: str, tps: Sequence[Tuple[str, int]]) -> Dict[Tuple[str, int], int]:
         """A group's committed offsets (``-1`` when none) of ``tps``
-        (``(topic, partition)`` pairs); ``TypeError`` for other arguments."""
-        req = [ConsumerGroupTopicPartitions(_args.group_id(group),
-                                            [TopicPartition(t, p) for t, p in _args.topic_partitions(tps, "tps")])]
+        (``(topic, partition)`` pairs); ``TypeError`` for other arguments;
+        a :class:`KafkaOrderedError` when the read fails or a partition's
+        commit cannot be read.
+
+        Read by a consumer of the group that never joins it (one per group,
+        kept until :meth:`close`), not by the admin client: librdkafka's
+        admin ListConsumerGroupOffsets crashed the process (SIGABRT, or
+        SIGSEGV on NOT_COORDINATOR: librdkafka issue 5040) in about half of
+        the kills of the coordinator's broker, as the autoscaler's reads of
+        lag every tick would meet."""
+        gid = _args.group_id(group)
+        want = [TopicPartition(t, p) for t, p in _args.topic_partitions(tps, "tps")]
         try:
-            res = self._admin.list_consumer_group_offsets(req, request_timeout=self.timeout)[group].result()
+            res = self._group_reader(gid).committed(want, timeout=self.timeout)
         except KafkaException as e:
             raise translate(e, f"reading committed offsets of group {group}", api="OffsetFetch") from e
-        return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else -1) for tp in res.topic_partitions}
+        failed = [tp for tp in res if tp.error is not None]
+        if failed:
+            raise translate(KafkaException(failed[0].error),
+                            f"reading the committed offset of {failed[0].topic}[{failed[0].partition}] "
+                            f"for group {group}", api="OffsetFetch")
+        return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else -1) for tp in res}
+
+    def _group_reader(self, group: str) -> Consumer:
+        reader = self._group_readers.get(group)
+        if reader is None:
+            reader = self._group_readers[group] = Consumer({
+                **internal_config(self._rest, "consumer"), "group.id": group,
+                "enable.auto.commit": False, "enable.auto.offset.store": False,
+                # as the admin client read them: a pending transactional commit is not waited for
+                "isolation.level": "read_uncommitted",
+            })
+        return reader
 
     def describe(self, topic: str, group: Optional[str] = None) -> TopicDescription:
         """The topic's layout, history, draining/spare partitions, lineage,
@@ -883,6 +910,9 @@ class LayoutAdmin:
     def close(self) -> None:
         """Release the layout-log resources (closed with their last user in
         this process). Idempotent."""
+        readers, self._group_readers = self._group_readers, {}
+        for reader in readers.values():
+            reader.close()
         shared, self._shared = self._shared, None  # type: ignore[assignment]
         if shared is not None:
             shared.release()

@@ -7,10 +7,13 @@ each rack-aware case starts its own cluster (6 nodes in 3 racks: ~20 s, and
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from typing import Any, Dict, Iterator, List
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_ordered import LayoutAdmin
@@ -191,3 +194,81 @@ def test_elect_leaders_reports_an_offline_preferred_replica_per_partition(
     _wait(lambda: all(r.ok for r in admin.elect_leaders(topic).values()), 60, "election kept failing")
     md = AdminClient(client_config).list_topics(topic, timeout=10).topics[topic]
     assert {p: md.partitions[p].leader for p in got} == {p: reps[0] for p, reps in got.items()}
+
+
+#: Reads a group's commits through LayoutAdmin.committed in a loop (as the
+#: autoscaler does every tick) for argv[5] seconds; prints how many reads
+#: succeeded, how many failed, and how long ago the last one succeeded.
+_COMMITTED_LOOP = """
+import sys, time
+from kafka_ordered import LayoutAdmin
+bootstrap, layout_topic, group, topic, secs = sys.argv[1:6]
+reads = failures = 0
+end = last = time.monotonic() + float(secs)
+with LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}) as admin:
+    while time.monotonic() < end:
+        try:
+            assert admin.committed(group, [(topic, p) for p in range(4)]) == {(topic, p): 5 for p in range(4)}
+            reads += 1
+            last = time.monotonic()
+        except AssertionError:
+            raise
+        except Exception:
+            failures += 1
+        time.sleep(0.005)
+print(reads, failures, round(time.monotonic() - last, 3), flush=True)
+"""
+
+
+def test_reading_a_groups_commits_survives_its_coordinator_broker_dying(
+        cluster_or_skip: KafkaCluster, admin: LayoutAdmin, unique: Any, client_config: Dict[str, Any],
+        layout_topic: str) -> None:
+    """``LayoutAdmin.committed`` (the autoscaler's reading of lag, ``describe``
+    with a group) while the group coordinator's broker is SIGKILLed and
+    started again: reads fail while it is away, then go on. Through
+    librdkafka's admin ListConsumerGroupOffsets the process crashed (SIGABRT
+    on ``eonce->refcnt > 0``, or SIGSEGV on a NOT_COORDINATOR answer:
+    librdkafka issue 5040) in about half of such kills."""
+    cluster = cluster_or_skip
+    topic, group = unique("t"), unique("g")
+    admin.create_topic(topic, 4)
+    committer = Consumer({**client_config, "group.id": group})
+    try:
+        _wait(lambda: _commits(committer, topic), 60, "the group's commits were refused")
+    finally:
+        committer.close()
+    raw = AdminClient(client_config)
+    coordinator: Dict[str, int] = {}
+
+    def found() -> bool:
+        try:
+            coordinator["id"] = raw.describe_consumer_groups([group])[group].result().coordinator.id
+        except Exception:
+            return False
+        return True
+
+    _wait(found, 60, "no coordinator of the group")
+    victim = next(i for i in range(cluster.nodes) if cluster.node_id(i) == coordinator["id"])
+    reader = subprocess.Popen([sys.executable, "-c", _COMMITTED_LOOP, client_config["bootstrap.servers"],
+                               layout_topic, group, topic, "24"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(4)
+        cluster.kill(victim)
+        time.sleep(6)
+    finally:
+        cluster.start_node(victim)
+        out, err = reader.communicate(timeout=120)
+        cluster.wait_healthy()
+    tail = [line for line in err.splitlines() if not line.startswith("%")][-5:]
+    assert reader.returncode == 0, f"the reading process died ({reader.returncode}): {tail}"
+    reads, _failures, since_last = out.split()
+    assert int(reads) > 0 and float(since_last) < 3.0, out  # reads went on once the broker was back
+
+
+def _commits(consumer: Any, topic: str) -> bool:
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, 5) for p in range(4)], asynchronous=False)
+    except Exception:
+        return False
+    return True
