@@ -479,15 +479,16 @@ class GatingCore:
     def _read_commits(self, waited: Iterable[TP]) -> bool:
         """Read the group's commit of partitions assigned at explicit offsets
         that hand-off waits are kept for: waits it passed need nothing more
-        (one request per assignment). Whether the commits are known now."""
-        unknown = set(self.parts.commits_known())
-        want = [tp for tp in waited if tp in unknown]
-        if not want:
-            return True
-        got = self._read_again_later(self._starts_read, self.port.committed, want)
-        if got is None:
-            return False
-        self.committed(got)
+        (one request per assignment). Whether the commits are known now:
+        while the read fails they stay unknown, and it is sent again (see
+        :class:`GateRead`)."""
+        want = [tp for tp in waited if tp in self.parts.commit_unknown]
+        if want:
+            got = self._read_again_later(self._starts_read, self.port.committed, want)
+            if got is None:
+                return False
+            self.committed(got)
+        self.parts.commits_known()
         return True
 
     def refresh_gates(self, force: bool = False) -> None:

@@ -221,13 +221,11 @@ class Partitions:
                 st.commit_unknown = True
                 self._commit_unknown.add(tp)
 
-    def commits_known(self) -> List[TP]:
-        """Clear every unread group commit; returns those partitions (to read)."""
-        tps = list(self._commit_unknown)
-        for tp in tps:
+    def commits_known(self) -> None:
+        """Every unread group commit was read (or needs no read)."""
+        for tp in self._commit_unknown:
             self._states[tp].commit_unknown = False
         self._commit_unknown.clear()
-        return tps
 
     def seek(self, tp: TP, offset: int) -> None:
         """The application sought owned ``tp`` (``< 0``: a logical offset,

@@ -619,6 +619,36 @@ def test_no_calm_while_a_partition_is_held_in_hand_or_a_closed_gate_is_not_held(
     assert not core.calm.quiet
 
 
+def test_a_failed_read_of_the_commits_at_explicit_offsets_is_sent_again() -> None:
+    """Partitions assigned at explicit offsets whose hand-off waits need the
+    group's commit: a read that fails (the coordinator not answering) leaves
+    the commit unknown and is sent again after its backoff; its answer then
+    settles the waits (the group committed past them) and the calm begins."""
+    from kafka_ordered.errors import BrokerUnavailableError
+
+    core, port, view = _grown_core(owned=[0], gates=1)  # other members' gates wait on 0 at 1000
+    clock = [1.0]
+    core._clock = lambda: clock[0]  # type: ignore[method-assign]
+    reads: List[float] = []
+
+    def committed(tps: List[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
+        assert tps == [(TOPIC, 0)]
+        reads.append(clock[0])
+        if len(reads) == 1:
+            raise BrokerUnavailableError("reading committed offsets: no coordinator")
+        return {(TOPIC, 0): 1200}
+
+    port.committed = committed  # type: ignore[method-assign]
+    core.begin_poll()
+    core.settle()
+    assert reads == [1.0] and not core.calm.quiet
+    clock[0] = 3.5
+    core.begin_poll()
+    core.settle()
+    assert reads == [1.0, 3.5], "sent again after its backoff"
+    assert core.calm.quiet and core.keeper.waited_on() == frozenset(), "the group committed past the wait"
+
+
 def test_a_failed_read_of_a_sources_commit_keeps_the_gate_and_is_tried_again() -> None:
     """The group coordinator not answering (a broker failing over) is not an
     error of the poll, as it is not for the raw client's: the gate stays
