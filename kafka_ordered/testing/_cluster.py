@@ -302,6 +302,19 @@ class KafkaCluster:
                 pass
         return "\n".join(p for p in parts if p.strip())[-chars:]
 
+    def _first_log_tail(self, i: int, grace: float = 5.0) -> str:
+        """Node ``i``'s log tail for an error about its start-up; a node still
+        starting may not have written a line yet (a JVM's first lines can
+        take over a second on a loaded machine): up to ``grace`` seconds are
+        given to it, then the log's paths are named instead."""
+        deadline = time.monotonic() + grace
+        tail = self.log_tail(i)
+        while not tail and time.monotonic() < deadline:
+            time.sleep(0.1)
+            tail = self.log_tail(i)
+        n = self._node(i)
+        return tail or f"(no log output yet in {n.stdout} or {n.log})"
+
     # ---------------------------------------------------------------- life cycle
     def start(self) -> "KafkaCluster":
         """Fetch the jars if needed, format storage, start every node and wait
@@ -492,7 +505,7 @@ class KafkaCluster:
                 if time.monotonic() >= deadline:
                     raise BrokerUnavailableError(
                         f"Apache Kafka node {i} ({self.host}:{n.port}) did not answer Metadata within "
-                        f"{timeout:.0f} s:\n{self.log_tail(i)}")
+                        f"{timeout:.0f} s:\n{self._first_log_tail(i)}")
                 time.sleep(0.2)
 
     def wait_healthy(self, timeout: float = 120.0) -> None:
