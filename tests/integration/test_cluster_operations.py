@@ -204,7 +204,8 @@ import sys, time
 from kafka_ordered import LayoutAdmin
 bootstrap, layout_topic, group, topic, secs = sys.argv[1:6]
 reads = failures = 0
-end = last = time.monotonic() + float(secs)
+last = time.monotonic()
+end = last + float(secs)
 with LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}) as admin:
     while time.monotonic() < end:
         try:
