@@ -16,10 +16,11 @@ as missing, when both hold:
 
 - it was written out of order: a record at a higher offset of the same
   partition was acknowledged before it, or the record the batch holds right
-  above it was another producer's, acknowledged no later than
-  :data:`CONCURRENT_NS` after it (the two appends were in flight together;
-  acknowledgement order, measured in two processes, need not be the order
-  the broker wrote them), and
+  above it was another producer's and the two appends were in flight
+  together: that record was sent before this one was acknowledged (without
+  send times: acknowledged no later than :data:`CONCURRENT_NS` after it;
+  acknowledgement order, measured in two processes whose callbacks may run
+  late on a loaded machine, need not be the order the broker wrote them), and
 - the group skipped it inside one returned batch: that batch holds the
   partition's offsets just below and just above it, with nothing between.
 
@@ -39,7 +40,8 @@ from typing import Dict, List, Optional, Set, Tuple
 __all__ = ["encode_value", "decode_value", "Violation", "OracleReport", "OrderingOracle", "CONCURRENT_NS"]
 
 #: How close two producers' acknowledgements must be for their appends to
-#: count as concurrent (a tail hole's precondition), in nanoseconds.
+#: count as concurrent (a tail hole's precondition) when the send time of
+#: the record above is not known, in nanoseconds.
 CONCURRENT_NS = 50_000_000
 
 
@@ -113,24 +115,31 @@ class OrderingOracle:
     duplicates: int = 0
     # (partition, offset, ack time ns) of acknowledged records that said so
     _placed: Dict[Tuple[bytes, str, int], Tuple[int, int, int]] = field(default_factory=dict)
+    # send time (ns) of acknowledged records that said so
+    _sent: Dict[Tuple[bytes, str, int], int] = field(default_factory=dict)
     # (partition, batch) -> offsets delivered in that batch
     _batches: Dict[Tuple[int, str], List[int]] = field(default_factory=dict)
 
     def acknowledged(self, key: bytes, producer: str, seq: int, partition: Optional[int] = None,
-                     offset: Optional[int] = None, at_ns: Optional[int] = None) -> None:
+                     offset: Optional[int] = None, at_ns: Optional[int] = None,
+                     sent_ns: Optional[int] = None) -> None:
         """Record one acknowledged record; with ``partition``, ``offset`` and
-        ``at_ns`` (acknowledgement time) it can be told apart as a tail hole."""
+        ``at_ns`` (acknowledgement time) it can be told apart as a tail hole,
+        more precisely with ``sent_ns`` (when the producer was handed it)."""
         rec = (key, producer, seq)
         self._acked.add(rec)
         if partition is not None and offset is not None and at_ns is not None:
             self._placed[rec] = (partition, offset, at_ns)
+            if sent_ns is not None:
+                self._sent[rec] = sent_ns
 
     def acknowledged_value(self, key: bytes, value: bytes, partition: Optional[int] = None,
-                           offset: Optional[int] = None, at_ns: Optional[int] = None) -> None:
+                           offset: Optional[int] = None, at_ns: Optional[int] = None,
+                           sent_ns: Optional[int] = None) -> None:
         """:meth:`acknowledged` for a value made by :func:`encode_value`;
         ``ValueError`` for a foreign value."""
         producer, seq = decode_value(value)
-        self.acknowledged(key, producer, seq, partition, offset, at_ns)
+        self.acknowledged(key, producer, seq, partition, offset, at_ns, sent_ns)
 
     def delivered(self, key: bytes, producer: str, seq: int, where: Optional[str] = None,
                   partition: Optional[int] = None, offset: Optional[int] = None,
@@ -188,7 +197,7 @@ class OrderingOracle:
             for i in range(len(lows) - 2, -1, -1):
                 lows[i] = min(lows[i], lows[i + 1])
             earliest_above[partition] = (offsets, lows)
-        by_offset = {(p, o): (rec[1], at) for rec, (p, o, at) in self._placed.items()}
+        by_offset = self._by_offset()
         holes = set()
         for rec in self._acked - self._seen:
             placed_at = self._placed.get(rec)
@@ -202,11 +211,52 @@ class OrderingOracle:
                 if not lo < offset < hi:
                     continue
                 above = by_offset.get((partition, hi))
-                concurrent = above is not None and above[0] != rec[1] and above[1] <= acked_at + CONCURRENT_NS
-                if acked_out_of_order or concurrent:
+                if acked_out_of_order or (above is not None and _in_flight_together(rec[1], acked_at, above)):
                     holes.add(rec)
                     break
         return holes
+
+    def _by_offset(self) -> Dict[Tuple[int, int], Tuple[str, int, Optional[int]]]:
+        """(partition, offset) -> (producer, ack time, send time or None) of placed records."""
+        sent = self._sent
+        return {(p, o): (rec[1], at, sent.get(rec)) for rec, (p, o, at) in self._placed.items()}
+
+    def explain(self, key: bytes, producer: str, seq: int) -> str:
+        """Why an acknowledged record that was never delivered does or does
+        not show the broker's signature, for a failure message: the offsets
+        delivered around it (each with the batches that held it), whether a
+        higher offset was acknowledged before it, and when the record
+        delivered right above it was sent and acknowledged."""
+        rec = (key, producer, seq)
+        placed = self._placed.get(rec)
+        if placed is None:
+            return "never acknowledged with its partition and offset"
+        partition, offset, acked_at = placed
+        held: Dict[int, List[str]] = {}
+        for (p, batch), offsets in self._batches.items():
+            if p == partition:
+                for o in offsets:
+                    held.setdefault(o, []).append(batch)
+        below = max((o for o in held if o < offset), default=None)
+        above = min((o for o in held if o > offset), default=None)
+
+        def at(o: Optional[int]) -> str:
+            if o is None:
+                return "nothing"
+            return f"p{partition}@{o} ({', '.join(sorted(set(held[o])))})"
+
+        by_offset = self._by_offset()
+        earlier = min(((a, o) for (p, o), (_, a, _s) in by_offset.items()
+                       if p == partition and o > offset and a < acked_at), default=None)
+        parts = [f"p{partition}@{offset}: delivered around it: {at(below)} and {at(above)}",
+                 (f"p{partition}@{earlier[1]} above it acknowledged {(acked_at - earlier[0]) / 1e6:.1f} ms before it"
+                  if earlier is not None else "no higher offset acknowledged before it")]
+        over = by_offset.get((partition, above)) if above is not None else None
+        if over is not None:
+            sent = "unknown" if over[2] is None else f"{(over[2] - acked_at) / 1e6:+.1f} ms"
+            parts.append(f"p{partition}@{above} ({over[0]}) sent {sent}, acknowledged "
+                         f"{(over[1] - acked_at) / 1e6:+.1f} ms after its acknowledgement")
+        return "; ".join(parts)
 
     def report(self) -> OracleReport:
         """The :class:`OracleReport` of everything recorded so far."""
@@ -222,3 +272,17 @@ class OrderingOracle:
             unexpected=len(self._seen - self._acked),
             tail_holes=holes,
         )
+
+
+def _in_flight_together(producer: str, acked_at: int, above: Tuple[str, int, Optional[int]]) -> bool:
+    """Whether another producer's record above a hole was appended while the
+    hole was (``above``: its producer, ack time, send time or None): sent
+    before the hole was acknowledged, else (no send time) acknowledged
+    within :data:`CONCURRENT_NS` after it. One producer's records are
+    appended in order: never concurrent with each other."""
+    other, above_acked, above_sent = above
+    if other == producer:
+        return False
+    if above_sent is not None:
+        return above_sent <= acked_at
+    return above_acked <= acked_at + CONCURRENT_NS

@@ -29,7 +29,7 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Literal, Optional, Sequence, TextIO, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional, Sequence, TextIO, Tuple
 
 from ._broker import BOOTSTRAP_ENV, EmbeddedBroker, group_config
 from ._oracle import OracleReport, OrderingOracle, encode_value
@@ -139,7 +139,8 @@ def _survive(e: KafkaOrderedError) -> None:
 
 def _producer_worker(a: argparse.Namespace) -> int:
     """Writes per-key sequence numbers; each acknowledged record becomes a
-    line ``key, value, partition, offset, ack time (ns)``. Records the client
+    line ``key, value, partition, offset, ack time (ns), send time (ns)``.
+    Records the client
     refuses (``--poison``) are counted, never written. Stops on SIGTERM,
     after a flush."""
     if a.client == "aiokafka":
@@ -158,15 +159,17 @@ def _producer_worker(a: argparse.Namespace) -> int:
     seqs: Dict[int, int] = {}
     refused = {"n": 0}
 
-    def line(key: bytes, value: bytes, partition: int, offset: int) -> None:
-        out.write(f"{key.decode()}\t{value.decode()}\t{partition}\t{offset}\t{time.time_ns()}\n")
+    def line(key: bytes, value: bytes, partition: int, offset: int, sent: int) -> None:
+        out.write(f"{key.decode()}\t{value.decode()}\t{partition}\t{offset}\t{time.time_ns()}\t{sent}\n")
 
-    def acked(err: Any, msg: Any) -> None:
-        if err is None:
-            if msg.value() != POISON_VALUE:
-                line(msg.key(), msg.value(), msg.partition(), msg.offset())
-        else:
-            refused["n"] += 1
+    def acked(sent: int) -> Callable[[Any, Any], None]:
+        def done(err: Any, msg: Any) -> None:
+            if err is None:
+                if msg.value() != POISON_VALUE:
+                    line(msg.key(), msg.value(), msg.partition(), msg.offset(), sent)
+            else:
+                refused["n"] += 1
+        return done
 
     kafka_python = a.client == "kafka-python"
     extra = {"ordered.producer.id": a.id} if a.stable else {}
@@ -198,6 +201,7 @@ def _producer_worker(a: argparse.Namespace) -> int:
 
     def send(key: bytes, value: bytes) -> None:
         partition = plain_partition(key)
+        sent = time.time_ns()
         if kafka_python:
             try:
                 fut = producer.send(a.topic, value=value, key=key, partition=partition)
@@ -209,14 +213,14 @@ def _producer_worker(a: argparse.Namespace) -> int:
                 return
             if value == POISON_VALUE:
                 return
-            fut.add_callback(lambda md: line(key, value, md.partition, md.offset))
+            fut.add_callback(lambda md: line(key, value, md.partition, md.offset, sent))
             fut.add_errback(lambda _e: refused.update(n=refused["n"] + 1))
             return
         try:
             if partition is None:
-                producer.produce(a.topic, value, key, on_delivery=acked)
+                producer.produce(a.topic, value, key, on_delivery=acked(sent))
             else:
-                producer.produce(a.topic, value, key, partition, on_delivery=acked)
+                producer.produce(a.topic, value, key, partition, on_delivery=acked(sent))
         except KafkaOrderedError as e:
             _survive(e)
         except (KafkaException, BufferError, ValueError, TypeError):
@@ -398,19 +402,20 @@ async def _aiokafka_producer_worker(a: argparse.Namespace) -> int:
         producer = AIOKafkaProducer(**conf, acks="all", enable_idempotence=True)
     await producer.start()
 
-    def acked(key: bytes, value: bytes) -> Any:
+    def acked(key: bytes, value: bytes, sent: int) -> Any:
         def done(fut: "asyncio.Future[Any]") -> None:
             if fut.cancelled() or fut.exception() is not None:
                 refused["n"] += 1
             elif value != POISON_VALUE:
                 md = fut.result()
-                out.write(f"{key.decode()}\t{value.decode()}\t{md.partition}\t{md.offset}\t{time.time_ns()}\n")
+                out.write(f"{key.decode()}\t{value.decode()}\t{md.partition}\t{md.offset}\t{time.time_ns()}\t{sent}\n")
         return done
 
     async def send(key: bytes, value: bytes) -> None:
         partition = None
         if follower is not None:
             partition = _hashing.murmur2(key) % follower.history.current(a.topic).partitions  # type: ignore[union-attr]
+        sent = time.time_ns()
         try:
             fut = await producer.send(a.topic, value=value, key=key, partition=partition)
         except KafkaOrderedError as e:
@@ -419,7 +424,7 @@ async def _aiokafka_producer_worker(a: argparse.Namespace) -> int:
         except Exception:  # refused locally (e.g. MessageSizeTooLargeError)
             refused["n"] += 1
             return
-        fut.add_done_callback(acked(key, value))
+        fut.add_done_callback(acked(key, value, sent))
 
     out.write("#ready\n")
     out.flush()
@@ -771,10 +776,11 @@ def run_scenario(
                     refused += int(line.split("\t")[1])
                 if line.startswith("#"):
                     continue
-                key, value, partition, offset, at = line.split("\t")
+                key, value, partition, offset, at, sent = line.split("\t")
                 acked.add((key, value))
                 placed[(key, value)] = (int(partition), int(offset))
-                oracle.acknowledged_value(key.encode(), value.encode(), int(partition), int(offset), int(at))
+                oracle.acknowledged_value(key.encode(), value.encode(), int(partition), int(offset), int(at),
+                                          int(sent))
         # Drain until every acknowledged record was delivered (records a
         # killed producer sent but never saw acknowledged do not count).
         deadline = time.monotonic() + scenario.drain_timeout_s
@@ -814,7 +820,7 @@ def run_scenario(
             oracle.delivered_value(key.encode(), value.encode(), where=f"c{i} p{partition}@{offset}",
                                    partition=int(partition), offset=int(offset), batch=f"c{i}@{delivered_at}")
         report = oracle.report()
-        detail = _where_missing(bootstrap, topic, oracle.missing(), placed) if report.missing else ()
+        detail = _where_missing(bootstrap, topic, oracle, placed) if report.missing else ()
         # Workers stop on SIGTERM (exit 0, or killed by it before their handler is set);
         # only the scenario's own faults SIGKILL them.
         failures = tuple(
@@ -879,18 +885,20 @@ def _leader_node(cluster: "KafkaCluster", topic: str, pick: float) -> int:
     return next(i for i in range(cluster.nodes) if cluster.node_id(i) == leader)
 
 
-def _where_missing(bootstrap: str, topic: str, missing: Any, placed: Dict[Tuple[str, str], Tuple[int, int]],
-                   limit: int = 20) -> Tuple[str, ...]:
+def _where_missing(bootstrap: str, topic: str, oracle: OrderingOracle,
+                   placed: Dict[Tuple[str, str], Tuple[int, int]], limit: int = 20) -> Tuple[str, ...]:
     """Read each missing record's acknowledged offset again with a plain
     consumer: the record there means the group skipped it; another record
-    or none means the offset the broker acknowledged does not hold it."""
+    or none means the offset the broker acknowledged does not hold it.
+    Each line ends with :meth:`OrderingOracle.explain` (the deliveries and
+    appends around it)."""
     from confluent_kafka import Consumer, TopicPartition
 
     out: List[str] = []
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"where-{uuid.uuid4().hex[:8]}",
                   "enable.auto.commit": False})
     try:
-        for key, producer, seq in sorted(missing)[:limit]:
+        for key, producer, seq in sorted(oracle.missing())[:limit]:
             value = encode_value(producer, seq).decode()
             partition, offset = placed[(key.decode(), value)]
             c.assign([TopicPartition(topic, partition, offset)])
@@ -903,7 +911,8 @@ def _where_missing(bootstrap: str, topic: str, missing: Any, placed: Dict[Tuple[
                 there = "this record: the group skipped it"
             else:
                 there = f"another record {msgs[0].key()!r}={msgs[0].value()!r}"
-            out.append(f"{key.decode()} {value} acknowledged at p{partition}@{offset}: holds {there}")
+            out.append(f"{key.decode()} {value} acknowledged at p{partition}@{offset}: holds {there} "
+                       f"({oracle.explain(key, producer, seq)})")
     finally:
         c.close()
     return tuple(out)

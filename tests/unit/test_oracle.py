@@ -103,6 +103,50 @@ def test_a_hole_under_a_record_acknowledged_long_after_is_missing() -> None:
     assert (o.report().missing, o.report().tail_holes) == (3, 0)
 
 
+def _sent(o: OrderingOracle, above_sent_ns: int, above_acked_ns: int) -> None:
+    """:func:`_concurrent` with send times: the hole's records were
+    acknowledged at 19 ms, P0's record above them was sent at
+    ``above_sent_ns`` and acknowledged at ``above_acked_ns``."""
+    o.acknowledged(b"a", "P1", 0, partition=1, offset=805, at_ns=0, sent_ns=0)
+    for i, off in enumerate((806, 807, 808)):
+        o.acknowledged(b"h", "P1", i, partition=1, offset=off, at_ns=19_000_000, sent_ns=12_000_000)
+    o.acknowledged(b"z", "P0", 0, partition=1, offset=809, at_ns=above_acked_ns, sent_ns=above_sent_ns)
+    o.delivered(b"a", "P1", 0, partition=1, offset=805, batch="c0@1")
+    o.delivered(b"z", "P0", 0, partition=1, offset=809, batch="c0@1")
+
+
+def test_a_hole_under_an_append_sent_before_it_was_acknowledged_is_a_tail_hole_however_late_its_ack() -> None:
+    """On a loaded machine an acknowledgement callback can run long after
+    the broker answered: the record above was in flight together with the
+    hole (sent before the hole was acknowledged) though acknowledged 80 ms
+    after it."""
+    o = OrderingOracle(broker_tail_holes=True)
+    _sent(o, 15_000_000, 99_000_000)
+    rep = o.report()
+    assert (rep.missing, rep.tail_holes) == (0, 3) and rep.ok
+
+
+def test_a_hole_under_an_append_sent_after_it_was_acknowledged_is_missing() -> None:
+    """Send times known, the append above came after the hole was written
+    (sent after its acknowledgement): no concurrency, however close the
+    acknowledgements."""
+    o = OrderingOracle(broker_tail_holes=True)
+    _sent(o, 20_000_000, 21_000_000)
+    rep = o.report()
+    assert (rep.missing, rep.tail_holes) == (3, 0) and not rep.ok
+
+
+def test_explain_names_the_deliveries_around_a_missing_record_and_the_appends_above_it() -> None:
+    o = OrderingOracle(broker_tail_holes=True)
+    _sent(o, 20_000_000, 21_000_000)
+    o.delivered(b"z", "P0", 0, partition=1, offset=809, batch="c1@7")
+    why = o.explain(b"h", "P1", 1)
+    assert why.startswith("p1@807: delivered around it: p1@805 (c0@1) and p1@809 (c0@1, c1@7); ")
+    assert "no higher offset acknowledged before it" in why
+    assert "p1@809 (P0) sent +1.0 ms, acknowledged +2.0 ms after its acknowledgement" in why
+    assert o.explain(b"nope", "P1", 0) == "never acknowledged with its partition and offset"
+
+
 def test_a_skip_on_another_partition_is_no_excuse() -> None:
     o = OrderingOracle(broker_tail_holes=True)
     _two_batches(o)
