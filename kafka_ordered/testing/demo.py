@@ -140,9 +140,8 @@ def _survive(e: KafkaOrderedError) -> None:
 def _producer_worker(a: argparse.Namespace) -> int:
     """Writes per-key sequence numbers; each acknowledged record becomes a
     line ``key, value, partition, offset, ack time (ns), send time (ns)``.
-    Records the client
-    refuses (``--poison``) are counted, never written. Stops on SIGTERM,
-    after a flush."""
+    Records the client refuses (``--poison``) are counted, never written.
+    Stops on SIGTERM, after a flush."""
     if a.client == "aiokafka":
         return asyncio.run(_aiokafka_producer_worker(a))
     from confluent_kafka import KafkaException, Producer
