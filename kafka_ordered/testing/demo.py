@@ -775,11 +775,11 @@ def run_scenario(
                     refused += int(line.split("\t")[1])
                 if line.startswith("#"):
                     continue
-                key, value, partition, offset, at, sent = line.split("\t")
+                key, value, where, at_offset, at, sent = _acknowledgement(line)
                 acked.add((key, value))
-                placed[(key, value)] = (int(partition), int(offset))
-                oracle.acknowledged_value(key.encode(), value.encode(), int(partition), int(offset), int(at),
-                                          int(sent))
+                if at_offset is not None:
+                    placed[(key, value)] = (where, at_offset)
+                oracle.acknowledged_value(key.encode(), value.encode(), where, at_offset, at, sent)
         # Drain until every acknowledged record was delivered (records a
         # killed producer sent but never saw acknowledged do not count).
         deadline = time.monotonic() + scenario.drain_timeout_s
@@ -811,8 +811,8 @@ def run_scenario(
                     poison_skipped += int(line.split("\t")[1])
                 if line.startswith("#"):
                     continue
-                key, value, partition, offset, at = line.split("\t")
-                deliveries.append((int(at), i, n, key, value, partition, offset))
+                key, value, partition, offset, delivered = line.split("\t")
+                deliveries.append((int(delivered), i, n, key, value, partition, offset))
         # One group's delivery order is real time across its members.
         deliveries.sort()
         for delivered_at, i, _, key, value, partition, offset in deliveries:
@@ -866,6 +866,15 @@ def _change_layout(admin: Any, topic: str, partitions: int, patience_s: float = 
             if time.monotonic() > deadline:
                 raise
             time.sleep(1.0)
+
+
+def _acknowledgement(line: str) -> Tuple[str, str, int, Optional[int], int, int]:
+    """A producer worker's line: key, value, partition, offset (None when the
+    client acknowledged the record without one: librdkafka's idempotent
+    producer does so for a batch whose answer was lost once a later answer
+    proves it written), ack time and send time (ns)."""
+    key, value, partition, offset, at, sent = line.split("\t")
+    return key, value, int(partition), None if offset == "None" else int(offset), int(at), int(sent)
 
 
 def _last_line(path: Path) -> str:
