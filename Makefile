@@ -44,13 +44,15 @@ demo: $(VENV)/.base
 	$(VENV)/bin/kafka-ordered demo
 
 ## make test: the whole suite (unit, integration on an embedded broker, Spark, fixed chaos seeds) on the
-## C speed-ups, then the whole suite again on their pure-Python fallback, then the integration, Spark
-## and chaos tests on a 3-node Apache Kafka cluster (kafka_ordered.testing.KafkaCluster; its jars come
-## from Maven Central on first use)
+## C speed-ups, then the unit and integration tests again on their pure-Python fallback (the whole
+## suite there: make test-fallback), then the integration, Spark and chaos tests on a 3-node Apache
+## Kafka cluster (kafka_ordered.testing.KafkaCluster; its jars come from Maven Central on first use).
+## Each pass lists its 25 slowest tests.
+FALLBACK_TESTS ?= tests/unit tests/integration
 test: $(VENV)/.full spark-kafka-jars
-	$(PY) -m pytest $(PYTEST_ARGS)
-	KAFKA_ORDERED_NO_SPEEDUPS=1 $(PY) -m pytest $(PYTEST_ARGS)
-	$(MAKE) --no-print-directory test-kafka
+	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
+	KAFKA_ORDERED_NO_SPEEDUPS=1 $(PY) -m pytest --durations=25 $(FALLBACK_TESTS) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-kafka PYTEST_ARGS="--durations=25 $(PYTEST_ARGS)"
 
 ## make test-kafka: the integration, Spark and fixed chaos tests on a 3-node Apache Kafka KRaft cluster
 ## (the unit tests need no broker; KAFKA_TESTS=... narrows it)
