@@ -908,7 +908,11 @@ def _where_missing(bootstrap: str, topic: str, oracle: OrderingOracle,
     try:
         for key, producer, seq in sorted(oracle.missing())[:limit]:
             value = encode_value(producer, seq).decode()
-            partition, offset = placed[(key.decode(), value)]
+            at = placed.get((key.decode(), value))
+            if at is None:
+                out.append(f"{key.decode()} {value} acknowledged without an offset")
+                continue
+            partition, offset = at
             c.assign([TopicPartition(topic, partition, offset)])
             msgs = [m for m in c.consume(1, 5.0) if m.error() is None]
             if not msgs:

@@ -76,8 +76,10 @@ def test_a_missing_record_is_located_and_explained(bootstrap: str, topic: str) -
         placed[("k", value.decode())] = (0, offset)
     for seq in (0, 2):
         oracle.delivered_value(b"k", acked[seq][0], partition=0, offset=seq, batch="c0@1")
-    assert oracle.report().missing == 1
+    oracle.acknowledged_value(b"k", encode_value("P0", 9), 0, None, at_ns=1, sent_ns=0)  # the offset unknown
+    assert oracle.report().missing == 2
     assert _where_missing(bootstrap, topic, oracle, placed) == (
         "k P0:1 acknowledged at p0@1: holds this record: the group skipped it (p0@1: delivered around it: "
         "p0@0 (c0@1) and p0@2 (c0@1); no higher offset acknowledged before it; "
-        "p0@2 (P0) sent -2.0 ms, acknowledged +1.0 ms after its acknowledgement)",)
+        "p0@2 (P0) sent -2.0 ms, acknowledged +1.0 ms after its acknowledgement)",
+        "k P0:9 acknowledged without an offset")
