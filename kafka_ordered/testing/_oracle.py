@@ -216,6 +216,12 @@ class OrderingOracle:
                     break
         return holes
 
+    def placed(self, key: bytes, producer: str, seq: int) -> Optional[Tuple[int, int]]:
+        """The partition and offset the record was acknowledged at (None when
+        it was acknowledged without them, or never)."""
+        at = self._placed.get((key, producer, seq))
+        return None if at is None else (at[0], at[1])
+
     def _by_offset(self) -> Dict[Tuple[int, int], Tuple[str, int, Optional[int]]]:
         """(partition, offset) -> (producer, ack time, send time or None) of placed records."""
         sent = self._sent

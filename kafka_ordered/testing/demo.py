@@ -158,14 +158,11 @@ def _producer_worker(a: argparse.Namespace) -> int:
     seqs: Dict[int, int] = {}
     refused = {"n": 0}
 
-    def line(key: bytes, value: bytes, partition: int, offset: int, sent: int) -> None:
-        out.write(f"{key.decode()}\t{value.decode()}\t{partition}\t{offset}\t{time.time_ns()}\t{sent}\n")
-
     def acked(sent: int) -> Callable[[Any, Any], None]:
         def done(err: Any, msg: Any) -> None:
             if err is None:
                 if msg.value() != POISON_VALUE:
-                    line(msg.key(), msg.value(), msg.partition(), msg.offset(), sent)
+                    _write_acknowledged(out, msg.key(), msg.value(), msg.partition(), msg.offset(), sent)
             else:
                 refused["n"] += 1
         return done
@@ -212,7 +209,7 @@ def _producer_worker(a: argparse.Namespace) -> int:
                 return
             if value == POISON_VALUE:
                 return
-            fut.add_callback(lambda md: line(key, value, md.partition, md.offset, sent))
+            fut.add_callback(lambda md: _write_acknowledged(out, key, value, md.partition, md.offset, sent))
             fut.add_errback(lambda _e: refused.update(n=refused["n"] + 1))
             return
         try:
@@ -262,6 +259,13 @@ def _producer_worker(a: argparse.Namespace) -> int:
     out.write(f"#refused\t{refused['n']}\n")
     out.close()
     return 0
+
+
+def _write_acknowledged(out: Any, key: bytes, value: bytes, partition: int, offset: Optional[int],
+                        sent: int) -> None:
+    """One acknowledged record's line, as :func:`_acknowledgement` reads it:
+    ``key, value, partition, offset, ack time (ns), send time (ns)``."""
+    out.write(f"{key.decode()}\t{value.decode()}\t{partition}\t{offset}\t{time.time_ns()}\t{sent}\n")
 
 
 def _write_delivered(out: Any, records: List[Tuple[bytes, bytes, int, int]]) -> int:
@@ -407,7 +411,7 @@ async def _aiokafka_producer_worker(a: argparse.Namespace) -> int:
                 refused["n"] += 1
             elif value != POISON_VALUE:
                 md = fut.result()
-                out.write(f"{key.decode()}\t{value.decode()}\t{md.partition}\t{md.offset}\t{time.time_ns()}\t{sent}\n")
+                _write_acknowledged(out, key, value, md.partition, md.offset, sent)
         return done
 
     async def send(key: bytes, value: bytes) -> None:
@@ -767,7 +771,6 @@ def run_scenario(
             p.wait(60)
         oracle = OrderingOracle(broker_tail_holes=embedded)
         acked: set = set()  # (key, value) of every acknowledged record
-        placed: Dict[Tuple[str, str], Tuple[int, int]] = {}
         refused = poison_skipped = 0
         for path in sorted(tmp.glob("producer-*.tsv")):
             for line in path.read_text().splitlines():
@@ -777,8 +780,6 @@ def run_scenario(
                     continue
                 key, value, where, at_offset, at, sent = _acknowledgement(line)
                 acked.add((key, value))
-                if at_offset is not None:
-                    placed[(key, value)] = (where, at_offset)
                 oracle.acknowledged_value(key.encode(), value.encode(), where, at_offset, at, sent)
         # Drain until every acknowledged record was delivered (records a
         # killed producer sent but never saw acknowledged do not count).
@@ -819,7 +820,7 @@ def run_scenario(
             oracle.delivered_value(key.encode(), value.encode(), where=f"c{i} p{partition}@{offset}",
                                    partition=int(partition), offset=int(offset), batch=f"c{i}@{delivered_at}")
         report = oracle.report()
-        detail = _where_missing(bootstrap, topic, oracle, placed) if report.missing else ()
+        detail = _where_missing(bootstrap, topic, oracle) if report.missing else ()
         # Workers stop on SIGTERM (exit 0, or killed by it before their handler is set);
         # only the scenario's own faults SIGKILL them.
         failures = tuple(
@@ -893,8 +894,7 @@ def _leader_node(cluster: "KafkaCluster", topic: str, pick: float) -> int:
     return next(i for i in range(cluster.nodes) if cluster.node_id(i) == leader)
 
 
-def _where_missing(bootstrap: str, topic: str, oracle: OrderingOracle,
-                   placed: Dict[Tuple[str, str], Tuple[int, int]], limit: int = 20) -> Tuple[str, ...]:
+def _where_missing(bootstrap: str, topic: str, oracle: OrderingOracle, limit: int = 20) -> Tuple[str, ...]:
     """Read each missing record's acknowledged offset again with a plain
     consumer: the record there means the group skipped it; another record
     or none means the offset the broker acknowledged does not hold it.
@@ -908,7 +908,7 @@ def _where_missing(bootstrap: str, topic: str, oracle: OrderingOracle,
     try:
         for key, producer, seq in sorted(oracle.missing())[:limit]:
             value = encode_value(producer, seq).decode()
-            at = placed.get((key.decode(), value))
+            at = oracle.placed(key, producer, seq)
             if at is None:
                 out.append(f"{key.decode()} {value} acknowledged without an offset")
                 continue
