@@ -850,11 +850,14 @@ def _change_layout(admin: Any, topic: str, partitions: int, patience_s: float = 
     """Expand or shrink ``topic`` to ``partitions`` as an operator would while
     brokers fail: a change refused for brokers that are down (placement needs
     them live) or unanswered is tried again until ``patience_s``, from the
-    layout read anew (a change that went through is not made twice). None when
-    the layout already has that many partitions."""
-    from ..errors import BrokerUnavailableError, PlacementError
+    layout read anew (a change that went through is not made twice). An append
+    left unacknowledged (the layout-log leader killed under it) may have been
+    written: the layout read anew tells, as the error advises. None when the
+    layout already had that many partitions."""
+    from ..errors import BrokerUnavailableError, LayoutLogUnwritableError, PlacementError
 
     deadline = time.monotonic() + patience_s
+    unanswered = False
     while True:
         try:
             cur = admin.layout(topic)  # (reading the layout log waits for its leader too)
@@ -862,8 +865,9 @@ def _change_layout(admin: Any, topic: str, partitions: int, patience_s: float = 
                 return admin.expand(topic, partitions, expected_epoch=cur.epoch)
             if partitions < cur.partitions:
                 return admin.shrink(topic, partitions, expected_epoch=cur.epoch)
-            return None
-        except (PlacementError, BrokerUnavailableError):
+            return cur if unanswered else None
+        except (PlacementError, BrokerUnavailableError, LayoutLogUnwritableError) as e:
+            unanswered = unanswered or isinstance(e, LayoutLogUnwritableError)
             if time.monotonic() > deadline:
                 raise
             time.sleep(1.0)

@@ -16,3 +16,44 @@ def test_an_acknowledgement_without_an_offset_still_counts() -> None:
     (``msg.offset()`` is None): seen in the Apache Kafka fault suite, seed
     21, when a broker was killed."""
     assert _acknowledgement("key-1\tP1:5\t0\tNone\t200\t100") == ("key-1", "P1:5", 0, None, 200, 100)
+
+
+class _AdminWhoseFirstAppendTimesOut:
+    """An admin whose first expand is written but not acknowledged (the
+    layout-log leader was killed): the change is in the log, the call raised."""
+
+    def __init__(self) -> None:
+        from kafka_ordered import Layout
+
+        self.current = Layout(topic="t", epoch=1, initial_partitions=2, partitions=2, physical_partitions=2)
+        self.calls = 0
+
+    def layout(self, topic: str) -> "Layout":
+        return self.current
+
+    def expand(self, topic: str, partitions: int, *, expected_epoch: int) -> "Layout":
+        from dataclasses import replace
+
+        from kafka_ordered.errors import LayoutLogUnwritableError, ConcurrentLayoutChangeError
+
+        self.calls += 1
+        if expected_epoch != self.current.epoch:
+            raise ConcurrentLayoutChangeError("epoch moved")
+        self.current = replace(self.current, partitions=partitions, physical_partitions=partitions,
+                               epoch=self.current.epoch + 1)
+        if self.calls == 1:
+            raise LayoutLogUnwritableError("append to layout log failed: Local: Message timed out", code=-192)
+        return self.current
+
+
+def test_an_unacknowledged_layout_change_is_read_back_not_made_twice() -> None:
+    """Seen in the Apache Kafka fault suite, seed 21: the layout-log leader
+    was killed while a change was appended, the append timed out, and the
+    operator loop gave up. The error says to read the log before retrying:
+    the loop reads the layout anew and finds the change made."""
+    from kafka_ordered.testing.demo import _change_layout
+
+    admin = _AdminWhoseFirstAppendTimesOut()
+    lay = _change_layout(admin, "t", 4, patience_s=5.0)
+    assert lay is not None and lay.partitions == 4 and lay.epoch == 2
+    assert admin.calls == 1
