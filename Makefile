@@ -44,15 +44,19 @@ demo: $(VENV)/.base
 	$(VENV)/bin/kafka-ordered demo
 
 ## make test: the whole suite (unit, integration on an embedded broker, Spark, fixed chaos seeds) on the
-## C speed-ups, then the unit and integration tests again on their pure-Python fallback (the whole
-## suite there: make test-fallback), then the integration, Spark and chaos tests on a 3-node Apache
-## Kafka cluster (kafka_ordered.testing.KafkaCluster; its jars come from Maven Central on first use).
-## Each pass lists its 25 slowest tests.
-FALLBACK_TESTS ?= tests/unit tests/integration
+## C speed-ups; then the unit tests and the end-to-end ordering scenarios again on their pure-Python
+## fallback (the whole suite there: make test-fallback); then the integration tests, the Spark tests
+## whose subject is the broker (pipeline, sink, ordering, SASL_SSL, parity with Spark's own connector)
+## and the chaos seeds on a 3-node Apache Kafka cluster (kafka_ordered.testing.KafkaCluster; its jars
+## come from Maven Central on first use; every Spark test there: make test-kafka). Each pass lists its
+## 25 slowest tests. The cuts keep a clean-clone run under an hour.
+FALLBACK_TESTS ?= tests/unit tests/integration/test_ordering_scenarios.py
+KAFKA_CI_TESTS ?= tests/integration tests/spark/test_pipeline.py tests/spark/test_sink.py \
+	tests/spark/test_ordering.py tests/spark/test_secured.py tests/spark/test_builtin_parity.py tests/chaos
 test: $(VENV)/.full spark-kafka-jars
 	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 	KAFKA_ORDERED_NO_SPEEDUPS=1 $(PY) -m pytest --durations=25 $(FALLBACK_TESTS) $(PYTEST_ARGS)
-	$(MAKE) --no-print-directory test-kafka PYTEST_ARGS="--durations=25 $(PYTEST_ARGS)"
+	$(MAKE) --no-print-directory test-kafka KAFKA_TESTS="$(KAFKA_CI_TESTS)" PYTEST_ARGS="--durations=25 $(PYTEST_ARGS)"
 
 ## make test-kafka: the integration, Spark and fixed chaos tests on a 3-node Apache Kafka KRaft cluster
 ## (the unit tests need no broker; KAFKA_TESTS=... narrows it)
