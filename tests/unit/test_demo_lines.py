@@ -3,7 +3,11 @@ read, also one whose offset the client could not tell."""
 
 from __future__ import annotations
 
-from kafka_ordered.testing.demo import _acknowledgement
+from dataclasses import replace
+
+from kafka_ordered import Layout
+from kafka_ordered.errors import ConcurrentLayoutChangeError, LayoutLogUnwritableError
+from kafka_ordered.testing.demo import _acknowledgement, _change_layout
 
 
 def test_a_placed_acknowledgement_is_read_whole() -> None:
@@ -23,19 +27,13 @@ class _AdminWhoseFirstAppendTimesOut:
     layout-log leader was killed): the change is in the log, the call raised."""
 
     def __init__(self) -> None:
-        from kafka_ordered import Layout
-
         self.current = Layout(topic="t", epoch=1, initial_partitions=2, partitions=2, physical_partitions=2)
         self.calls = 0
 
-    def layout(self, topic: str) -> "Layout":
+    def layout(self, topic: str) -> Layout:
         return self.current
 
-    def expand(self, topic: str, partitions: int, *, expected_epoch: int) -> "Layout":
-        from dataclasses import replace
-
-        from kafka_ordered.errors import LayoutLogUnwritableError, ConcurrentLayoutChangeError
-
+    def expand(self, topic: str, partitions: int, *, expected_epoch: int) -> Layout:
         self.calls += 1
         if expected_epoch != self.current.epoch:
             raise ConcurrentLayoutChangeError("epoch moved")
@@ -51,8 +49,6 @@ def test_an_unacknowledged_layout_change_is_read_back_not_made_twice() -> None:
     was killed while a change was appended, the append timed out, and the
     operator loop gave up. The error says to read the log before retrying:
     the loop reads the layout anew and finds the change made."""
-    from kafka_ordered.testing.demo import _change_layout
-
     admin = _AdminWhoseFirstAppendTimesOut()
     lay = _change_layout(admin, "t", 4, patience_s=5.0)
     assert lay is not None and lay.partitions == 4 and lay.epoch == 2
