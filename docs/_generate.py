@@ -36,6 +36,7 @@ def _value(v: Any) -> str:
 def configuration_md() -> str:
     from kafka_ordered.admin._admin import _ADMIN_OPTIONS
     from kafka_ordered.config import (
+        CONFLUENT_CONSUMER_OPTIONS,
         CONSUMER_OPTIONS,
         KAFKA_PYTHON_OPTIONS,
         OPTIONS,
@@ -46,6 +47,7 @@ def configuration_md() -> str:
 
     users: Dict[str, List[str]] = {}
     for who, keys in (("producers", PRODUCER_OPTIONS), ("consumers", CONSUMER_OPTIONS),
+                      ("confluent-kafka OrderedConsumer", CONFLUENT_CONSUMER_OPTIONS[len(CONSUMER_OPTIONS):]),
                       ("kafka-python wrappers", KAFKA_PYTHON_OPTIONS), ("LayoutAdmin", _ADMIN_OPTIONS),
                       ("Spark source", SHARED_ORDERED_OPTIONS + tuple(SPARK_ONLY_OPTIONS))):
         for k in keys:

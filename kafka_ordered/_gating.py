@@ -425,8 +425,10 @@ class GatingCore:
             st = self.parts[tp]
             off = client.get(tp, -1)
             if kept and kept.get(tp) and st.held is None:
-                # Released with records still in hand: the client is past them.
-                out[tp] = self.kept_offset(kept[tp][0])
+                # Released with records still in hand: the client is past them
+                # (the port's position may be lower: records fetched before them).
+                first = self.kept_offset(kept[tp][0])
+                out[tp] = min(first, off) if off >= 0 else first
                 continue
             if st.held is not None:
                 # Records before the hold may still be on their way to the
@@ -904,12 +906,17 @@ class GatingCore:
             self.pause_in_hand(tp)
             return
         recs = self._forget_kept(tp)
+        if recs:
+            self.refetch(tp, self.kept_offset(recs[0]))
+
+    def refetch(self, tp: TP, offset: int) -> None:
+        """Records of owned ``tp`` from ``offset`` on were fetched and never
+        delivered: the client seeks back to ``offset`` to fetch them again."""
         st = self.parts.get(tp)
-        if recs and st is not None and st.owned:
-            off = self.kept_offset(recs[0])
-            self.parts.refetch(tp, off)
-            self.freshness.moved(tp, off)
-            self.port.seek(tp, off)
+        if st is not None and st.owned:
+            self.parts.refetch(tp, offset)
+            self.freshness.moved(tp, offset)
+            self.port.seek(tp, offset)
 
     def _unpause(self, tps: Sequence[TP]) -> None:
         """The one place that resumes partitions: those of ``tps`` the

@@ -22,12 +22,14 @@ from typing import Any, Callable, Dict, Iterable, Literal, Mapping, Optional, Tu
 
 from . import _credentials
 from .errors import ConfigError
+from ._pollbatch import POLL_BATCH_RECORDS
 
 __all__ = [
     "OPTIONS",
     "REMOVED_OPTIONS",
     "DEFAULT_LAYOUT_TOPIC",
     "CONSUMER_OPTIONS",
+    "CONFLUENT_CONSUMER_OPTIONS",
     "PRODUCER_OPTIONS",
     "split_config",
     "dotted",
@@ -132,6 +134,10 @@ OPTIONS: Dict[str, _Option] = {
     "ordered.metadata.timeout.ms": _Option(_pos_int, 10_000, "timeout of metadata, offset and layout-log requests "
                                            "(also how long a producer's first send waits for the layout log)",
                                            "int > 0 (ms)"),
+    "ordered.poll.batch.records": _Option(
+        _pos_int, POLL_BATCH_RECORDS, "the most records one poll() fetches with consume() and "
+        "returns over the next calls (sized to the application's pace; 1: one fetch per poll())", "int > 0",
+    ),
     "ordered.librdkafka.config": _Option(
         _librdkafka_config, None,
         "kafka-python wrappers: librdkafka settings for the internal clients, added to those translated from the "
@@ -203,6 +209,9 @@ PRODUCER_OPTIONS = (
     "ordered.tombstones",
     "ordered.metadata.timeout.ms",
 )
+
+#: ``ordered.*`` keys confluent-kafka's ``OrderedConsumer`` accepts.
+CONFLUENT_CONSUMER_OPTIONS = CONSUMER_OPTIONS + ("ordered.poll.batch.records",)
 
 #: ``ordered.*`` keys only the kafka-python wrappers accept (on top of the above).
 KAFKA_PYTHON_OPTIONS = ("ordered.librdkafka.config",)

@@ -8,16 +8,17 @@ import operator
 import time
 from itertools import compress
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, TopicPartition
 
 from . import _message  # noqa: F401  (reads Message fields in place once checked)
-from .._fastpath import fast_fetch, method
+from .._fastpath import fast_fetch
 from .._gating import KEEP_IN_HAND_BYTES, KEEP_IN_HAND_RECORDS, GatingCore, GatingOptions, StartRead
 from .._grouped import from_hand
+from .._pollbatch import PollBatch
 from .._ports import TP
-from ..config import CONSUMER_OPTIONS, client_bool, client_config, client_int, metrics_client_id, split_config
+from ..config import CONFLUENT_CONSUMER_OPTIONS, client_bool, client_config, client_int, metrics_client_id, split_config
 from ..errors import ConfigError, KafkaOrderedError, translate
 from ..gates import GateStatus, ResetPolicy, reset_policy
 from ..history import LayoutHistory
@@ -56,9 +57,10 @@ _is_none = functools.partial(operator.is_, None)
 class _ConsumerPort:
     """:class:`~kafka_ordered._ports.ConsumerPort` over a confluent ``Consumer``."""
 
-    def __init__(self, consumer: Consumer, timeout: float) -> None:
+    def __init__(self, consumer: Consumer, timeout: float, batch: PollBatch[Message]) -> None:
         self.consumer = consumer
         self.timeout = timeout
+        self.batch = batch
 
     def partitions(self, tps: List[TP]) -> List[TopicPartition]:
         return [TopicPartition(t, p) for t, p in tps]
@@ -80,7 +82,12 @@ class _ConsumerPort:
         return {(r.topic, r.partition): r.offset for r in res if r.offset >= 0}
 
     def positions(self, tps: List[TP]) -> Dict[TP, int]:
-        return {(p.topic, p.partition): p.offset for p in self.consumer.position(self.partitions(tps))}
+        out = {(p.topic, p.partition): p.offset for p in self.consumer.position(self.partitions(tps))}
+        if self.batch.records:  # fetched by poll(), not returned yet: the client is past them
+            for tp, off in self.batch.first_offsets().items():
+                if tp in out:
+                    out[tp] = off
+        return out
 
     def learn_partitions(self, topic: str) -> None:
         # An application's Metadata request does not update librdkafka's group;
@@ -117,7 +124,7 @@ class OrderedConsumer:
     """
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        opts, conf = split_config(config, CONSUMER_OPTIONS, "OrderedConsumer")
+        opts, conf = split_config(config, CONFLUENT_CONSUMER_OPTIONS, "OrderedConsumer")
         if not conf.get("group.id"):
             raise ConfigError("OrderedConsumer needs group.id: gates are evaluated per consumer group")
         # The wrapper owns commits and the offset store: it reads these
@@ -148,17 +155,18 @@ class OrderedConsumer:
         self._known_topics: Set[str] = set()  # topics whose metadata this client has (see _learn_topics)
         options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto.offset.reset", "latest")),
                                 auto_store)
-        self._core = GatingCore(_ConsumerPort(self._consumer, options.timeout), shared.follower, shared.offsets,
-                                options)
+        self._batch: PollBatch[Message] = PollBatch(_tp, Message.offset,  # type: ignore[arg-type]
+                                                    opts["ordered.poll.batch.records"])
+        self._core = GatingCore(_ConsumerPort(self._consumer, options.timeout, self._batch), shared.follower,
+                                shared.offsets, options)
         self._core.keep_in_hand = True
         self._core.kept_offset = Message.offset  # type: ignore[assignment]
         self._core.kept_size = _size
-        self._raw_poll = consumer.poll
         self._raw_consume = consumer.consume
-        calm = self._core.calm
+        self._calm = calm = self._core.calm
         # poll(timeout), consume(num_messages, timeout)
-        self._fast_poll = fast_fetch(consumer.poll, self._poll, self._poll_fetched, self._core.idle, calm, 0)
-        self._fast_consume = fast_fetch(consumer.consume, self._consume_method, self._consume_fetched,
+        self._fast_poll = fast_fetch(consumer.poll, self._poll_one, self._poll_fetched, self._core.idle, calm, 0)
+        self._fast_consume = fast_fetch(consumer.consume, self._consume, self._consume_fetched,
                                         self._core.idle, calm, 1)
         self._group_id = str(conf["group.id"])
         self._client_id = metrics_client_id(conf, "consumer", self._group_id)
@@ -305,6 +313,7 @@ class OrderedConsumer:
         tps = [(p.topic, p.partition) for p in partitions]
         self._commit_before_losing(tps)
         self._core.revoked(tps)
+        self._batch.drop(tps)
         if self._cooperative:
             self._consumer.incremental_unassign(partitions)
         else:
@@ -314,7 +323,9 @@ class OrderedConsumer:
         cb = self._user_cbs.get("lost") or self._user_cbs.get("revoke")
         if cb is not None:
             cb(self, partitions)
-        self._core.revoked([(p.topic, p.partition) for p in partitions])
+        tps = [(p.topic, p.partition) for p in partitions]
+        self._core.revoked(tps)
+        self._batch.drop(tps)
         if self._cooperative:
             self._consumer.incremental_unassign(partitions)
         else:
@@ -334,11 +345,13 @@ class OrderedConsumer:
                 raise TypeError("listener must be a PartitionKeyRebalanceListener")
             self._core.listener = listener
         self._core.revoked(list(self._core.owned))
+        self._batch.drop()
         self._assign_started(partitions, self._consumer.assign)
 
     def unassign(self) -> None:
         """``Consumer.unassign``."""
         self._core.revoked(list(self._core.owned))
+        self._batch.drop()
         self._consumer.unassign()
 
     def incremental_assign(self, partitions: List[TopicPartition]) -> None:
@@ -348,7 +361,9 @@ class OrderedConsumer:
 
     def incremental_unassign(self, partitions: List[TopicPartition]) -> None:
         """``Consumer.incremental_unassign``; the partitions' gate state is dropped."""
-        self._core.revoked([(p.topic, p.partition) for p in partitions])
+        tps = [(p.topic, p.partition) for p in partitions]
+        self._core.revoked(tps)
+        self._batch.drop(tps)
         self._consumer.incremental_unassign(partitions)
 
     def assignment(self) -> List[TopicPartition]:
@@ -361,17 +376,52 @@ class OrderedConsumer:
     def poll(self, timeout: float = -1) -> Optional[Message]:
         """``Consumer.poll``: the next deliverable message, or ``None``.
 
-        A call goes to the instance's fetch path first
-        (:func:`kafka_ordered._fastpath.fast_fetch`): while this member has
-        no gating work pending it is the client's own ``poll``, message
-        untouched; otherwise this method's body runs."""
-        msgs = self._consume(1, timeout)
-        return msgs[0] if msgs else None
+        While this member has no gating work pending and the client has
+        records ready, one call fetches a batch of them with the client's
+        ``consume`` (sized to the application's pace, at most
+        ``ordered.poll.batch.records``) and the next calls return the rest
+        (:mod:`kafka_ordered._pollbatch`: positions, commits, ``pause``,
+        ``seek`` and rebalances see only what was returned). A fetch goes
+        to the instance's fetch path first
+        (:func:`kafka_ordered._fastpath.fast_fetch`): the client's own call,
+        records untouched, while nothing needs gating."""
+        batch = self._batch
+        recs = batch.records
+        if recs:
+            if time.monotonic() < batch.until:
+                return recs.pop()
+            return self._poll_held_long(timeout)
+        if batch.limit > 1 and self._calm.quiet:
+            got = self._fast_consume(batch.size(), 0)
+            if got:
+                return batch.fill(got)
+        m = self._fast_poll(timeout)
+        batch.fill([] if m is None else [m])
+        return m
+
+    def _poll_held_long(self, timeout: float) -> Optional[Message]:
+        """:meth:`poll` with records kept past their hold: the client is
+        polled (it may hand out more, kept after them; its rebalance
+        callbacks may take some out) before the next is returned."""
+        batch = self._batch
+        batch.extend(self._fast_consume(1, 0))
+        if batch.records:
+            return batch.records.pop()
+        return self.poll(timeout)
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> List[Message]:
         """``Consumer.consume``: up to ``num_messages`` deliverable messages
-        (the client's own list when nothing needs gating; see :meth:`poll`)."""
-        return self._consume(num_messages, timeout)
+        (the client's own list when nothing needs gating; see :meth:`poll`).
+        Records an earlier :meth:`poll` fetched and did not return come first."""
+        if self._batch.records:
+            if not 0 <= num_messages <= 1_000_000:
+                raise ValueError("num_messages must be between 0 and 1000000 (1M)")
+            return self._batch.take(num_messages)
+        return self._fast_consume(num_messages, timeout)
+
+    def _poll_one(self, timeout: float = -1) -> Optional[Message]:
+        msgs = self._consume(1, timeout)
+        return msgs[0] if msgs else None
 
     def _poll_fetched(self, m: Message) -> Optional[Message]:
         self._core.fetched_late()
@@ -381,12 +431,6 @@ class OrderedConsumer:
     def _consume_fetched(self, raw: List[Message]) -> List[Message]:
         self._core.fetched_late()
         return self._deliverable(raw)
-
-    _poll = poll
-    _consume_method = consume
-    if not TYPE_CHECKING:  # the methods as written above, dispatched to the fetch path first
-        poll = method(poll, "_fast_poll")
-        consume = method(consume, "_fast_consume")
 
     def _consume(self, num: int, timeout: Optional[float]) -> List[Message]:
         cycle = self._core.poll_cycle(None if timeout is None or timeout < 0 else timeout)
@@ -652,12 +696,18 @@ class OrderedConsumer:
 
     def seek(self, partition: TopicPartition) -> None:
         """``Consumer.seek``; the new position counts as processed for gates."""
+        self._batch.drop([(partition.topic, partition.partition)])
         self._consumer.seek(partition)
         self._core.seeked((partition.topic, partition.partition), partition.offset)
 
     def pause(self, partitions: List[TopicPartition]) -> None:
-        """``Consumer.pause``; kept across rebalances and gate releases."""
-        self._core.user_pause([(p.topic, p.partition) for p in partitions])
+        """``Consumer.pause``; kept across rebalances and gate releases.
+        Records a :meth:`poll` fetched of them and did not return yet are
+        fetched again once resumed."""
+        tps = [(p.topic, p.partition) for p in partitions]
+        self._core.user_pause(tps)
+        for tp, offset in self._batch.drop(tps).items():
+            self._core.refetch(tp, offset)
         self._consumer.pause(partitions)
 
     def resume(self, partitions: List[TopicPartition]) -> None:
@@ -712,6 +762,7 @@ class OrderedConsumer:
         self._closed = True
         try:
             self._commit_before_losing(list(self._core.owned))
+            self._batch.drop()
             self._consumer.close()
         finally:
             self._core.close()

@@ -323,6 +323,8 @@ def _consumer_worker(a: argparse.Namespace) -> int:
             consumer = Consumer(conf)
         consumer.subscribe([a.topic])
 
+    calls = [0]
+
     def batch() -> List[Tuple[bytes, bytes, int, int]]:
         try:
             return fetched()
@@ -337,8 +339,18 @@ def _consumer_worker(a: argparse.Namespace) -> int:
         if kafka_python:
             got = consumer.poll(timeout_ms=200, max_records=200)
             return [(r.key, r.value, r.partition, r.offset) for records in got.values() for r in records]
-        return [(m.key(), m.value(), m.partition(), m.offset()) for m in consumer.consume(200, 0.2)
-                if m.error() is None]
+        # Every other batch comes from poll(), which fetches batches of its own
+        # (the records it kept back come first in the next consume()).
+        calls[0] += 1
+        if calls[0] % 2:
+            got = consumer.consume(200, 0.2)
+        else:
+            got = []
+            m = consumer.poll(0.2)
+            while m is not None and len(got) < 200:
+                got.append(m)
+                m = consumer.poll(0) if len(got) < 200 else None
+        return [(m.key(), m.value(), m.partition(), m.offset()) for m in got if m.error() is None]
 
     def commit() -> None:
         try:

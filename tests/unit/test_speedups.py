@@ -302,13 +302,13 @@ def test_missing_extension_falls_back_and_says_so_once_at_debug() -> None:
         "importlib.import_module('kafka_ordered._gating')\n"
         "print('enabled', kafka_ordered.speedups_enabled())\n"
         "print('routes', _fastpath.ProducerRoute is _fastpath.PyProducerRoute, _fastpath.Calm is _fastpath.PyCalm)\n"
-        "print('methods', type(OrderedProducer.produce).__name__, type(OrderedConsumer.poll).__name__)\n"
+        "print('methods', type(OrderedProducer.produce).__name__)\n"
         "print('partition', Layout('t', 0, 3, 7, 7).partition_for(b'foobar'))\n"
     )
     out = _run(code)
     assert out.returncode == 0, out.stderr
     assert "enabled False" in out.stdout and "routes True True" in out.stdout
-    assert "methods PyMethod PyMethod" in out.stdout
+    assert "methods PyMethod" in out.stdout
     want = layout._compile_py(3, 7, "murmur2")(b"foobar")
     assert f"partition {want}" in out.stdout
     lines = [ln for ln in out.stderr.splitlines() if "speed-ups" in ln]
