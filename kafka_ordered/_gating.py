@@ -35,7 +35,7 @@ from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Mapping, Op
 from ._fastpath import Calm
 from ._freshness import CausalFreshness
 from ._partitions import Partitions
-from ._ports import TP, ConsumerPort, LayoutView, OffsetsPort
+from ._ports import TP, ConsumerPort, LayoutView, OffsetsPort, Pending
 from .errors import KafkaOrderedError
 from .gates import GateKeeper, GateStatus, ResetPolicy, processed_offset, start_position
 from .history import LayoutHistory
@@ -94,6 +94,8 @@ class StartRead:
 #: is longer: it runs inside a poll, and a raw client's poll does not stall
 #: while the group coordinator or a leader moves.
 GATE_READ_TIMEOUT_S = 1.0
+#: How often polls look whether a read sent in the background was answered.
+READ_CHECK_S = 0.005
 
 
 class GateRead:
@@ -104,13 +106,15 @@ class GateRead:
     then. The gates waiting on the read stay closed meanwhile. An outage is
     logged once, when it begins, and once when the read succeeds again."""
 
-    __slots__ = ("what", "period", "due", "failures")
+    __slots__ = ("what", "period", "due", "failures", "pending")
 
     def __init__(self, what: str, period: float) -> None:
         self.what = what
         self.period = period
         self.due = float("-inf")
         self.failures = 0
+        #: A read sent and not answered yet (see GatingCore._read_in_background).
+        self.pending: Optional[Pending[Dict[TP, int]]] = None
 
     def succeeded(self, now: float) -> None:
         if self.failures:
@@ -579,6 +583,33 @@ class GatingCore:
         read.succeeded(now)
         return got
 
+    def _read_in_background(self, read: GateRead, start: Callable[[List[TP], float], Pending[Dict[TP, int]]],
+                            tps: Iterable[TP]) -> Optional[Dict[TP, int]]:
+        """:meth:`_read_again_later` without waiting for the cluster: when
+        ``read`` is due, ``start(tps, timeout)`` sends it; its answer is
+        returned by the first call that finds it came (``None`` until then,
+        and ``read.due`` moves :data:`READ_CHECK_S` on, for the calm to end
+        then). Errors as for :meth:`_read_again_later`."""
+        now = self._clock()
+        try:
+            if read.pending is None:
+                if now < read.due:
+                    return None
+                read.pending = start(sorted(tps), min(self.opts.timeout, GATE_READ_TIMEOUT_S))
+            if not read.pending.done():
+                read.due = now + READ_CHECK_S
+                return None
+            pending, read.pending = read.pending, None
+            got = pending.result()
+        except KafkaOrderedError as e:
+            read.pending = None
+            if not e.retriable:
+                raise
+            read.failed(now, e)
+            return None
+        read.succeeded(now)
+        return got
+
     def maintain(self) -> None:
         """Open gates whose sources were processed, release held partitions,
         make due commits. Does nothing while this member owns nothing."""
@@ -591,8 +622,10 @@ class GatingCore:
         if sources:
             unowned = [tp for tp in sources if tp not in parts.owned]
             if unowned:
-                commits = self._read_again_later(self._commits_read, self.port.committed, unowned) or {}
+                commits = self._read_in_background(self._commits_read, self.port.committed_later, unowned) or {}
                 for tp, off in commits.items():
+                    if tp not in sources or tp in parts.owned:
+                        continue  # (asked for before an assignment changed)
                     st = parts.source(tp)
                     st.committed = max(st.committed, off)
                 self._dirty = self._dirty or bool(commits)

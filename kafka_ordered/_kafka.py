@@ -13,7 +13,14 @@ import uuid
 import weakref
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from . import _credentials
@@ -447,6 +454,20 @@ class OffsetReader:
             return {}
         return self._list(want, OffsetSpec.earliest(), timeout or self.timeout, "reading log-start offsets")
 
+    def group_commits(self, group: str, tps: Iterable[TP], timeout: Optional[float] = None) -> "GroupCommits":
+        """The commits of ``group`` on ``tps``, read without waiting (an
+        OffsetFetch through the admin client; the answer arrives on
+        librdkafka's thread): see :class:`GroupCommits`. ``timeout``: seconds
+        the request may take (default: the reader's timeout)."""
+        if self._admin is None:
+            self._admin = new_admin(self._conn)
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in sorted(set(tps))])
+        try:
+            fs = self._admin.list_consumer_group_offsets([request], request_timeout=timeout or self.timeout)
+        except KafkaException as e:
+            raise translate(e, f"reading the commits of group {group}", api="OffsetFetch") from e
+        return GroupCommits(fs[group], group)
+
     @property
     def clients(self) -> int:
         """librdkafka client instances this reader has open (its consumer, if made)."""
@@ -477,3 +498,25 @@ class OffsetReader:
         if c is not None:
             c.close()
         self._admin = None
+
+
+class GroupCommits:
+    """:class:`~kafka_ordered._ports.Pending` commits of one group
+    (:meth:`OffsetReader.group_commits`): ``{(topic, partition): offset}``,
+    partitions without a commit left out."""
+
+    __slots__ = ("_future", "_group")
+
+    def __init__(self, future: Any, group: str) -> None:
+        self._future = future
+        self._group = group
+
+    def done(self) -> bool:
+        return bool(self._future.done())
+
+    def result(self) -> Dict[TP, int]:
+        try:
+            got = self._future.result()
+        except KafkaException as e:
+            raise translate(e, f"reading the commits of group {self._group}", api="OffsetFetch") from e
+        return {(tp.topic, tp.partition): tp.offset for tp in got.topic_partitions if tp.offset >= 0}

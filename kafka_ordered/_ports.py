@@ -14,16 +14,45 @@ Partitions are ``(topic, partition)`` tuples throughout.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Iterable, List, Optional, Protocol, Tuple, TypeVar
 
 if TYPE_CHECKING:
     from .history import LayoutHistory
     from .metrics import LayoutViewMetrics
 
-__all__ = ["TP", "Stamp", "ConsumerPort", "ProducerPort", "OffsetsPort", "LayoutView", "LayoutWriter",
+__all__ = ["TP", "Stamp", "Pending", "Answered", "ConsumerPort", "ProducerPort", "OffsetsPort", "LayoutView", "LayoutWriter",
            "LogResources"]
 
 TP = Tuple[str, int]
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Pending(Protocol[T_co]):
+    """An answer on its way (a request sent, not waited for)."""
+
+    def done(self) -> bool:
+        """Whether the answer came (never blocks)."""
+
+    def result(self) -> T_co:
+        """The answer, once :meth:`done`; raises
+        :class:`~kafka_ordered.errors.KafkaOrderedError` (retriable when the
+        cluster may answer later) when the request failed."""
+
+
+class Answered(Generic[T]):
+    """A :class:`Pending` answered already (for ports whose reads do not wait)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: T) -> None:
+        self._value = value
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> T:
+        return self._value
 
 
 @dataclass(frozen=True)
@@ -57,6 +86,11 @@ class ConsumerPort(Protocol):
         ``timeout``: seconds to wait at most (``ordered.metadata.timeout.ms``
         when ``None``). Raises :class:`~kafka_ordered.errors.KafkaOrderedError`
         (retriable when the cluster may answer later)."""
+
+    def committed_later(self, tps: List[TP], timeout: float) -> Pending[Dict[TP, int]]:
+        """:meth:`committed` without waiting for the answer: never blocks on
+        the network (the gating core reads other members' commits this way
+        between fetches); the request gives up after ``timeout`` seconds."""
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         """Commit ``offsets`` for the group; returns the client's own result."""
@@ -112,6 +146,11 @@ class OffsetsPort(Protocol):
 
     def end_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The log-end offset of each partition, at least as late as the call."""
+
+    def group_commits(self, group: str, tps: Iterable[TP], timeout: Optional[float] = None
+                      ) -> Pending[Dict[TP, int]]:
+        """The commits of ``group`` on ``tps`` (partitions without one left
+        out), read without waiting: the request is sent now."""
 
     def start_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The log-start offset of each partition."""

@@ -17,7 +17,7 @@ from .._fastpath import fast_fetch
 from .._gating import KEEP_IN_HAND_BYTES, KEEP_IN_HAND_RECORDS, GatingCore, GatingOptions, StartRead
 from .._grouped import from_hand
 from .._pollbatch import PollBatch
-from .._ports import TP
+from .._ports import TP, OffsetsPort, Pending
 from ..config import CONFLUENT_CONSUMER_OPTIONS, client_bool, client_config, client_int, metrics_client_id, split_config
 from ..errors import ConfigError, KafkaOrderedError, translate
 from ..gates import GateStatus, ResetPolicy, reset_policy
@@ -57,10 +57,13 @@ _is_none = functools.partial(operator.is_, None)
 class _ConsumerPort:
     """:class:`~kafka_ordered._ports.ConsumerPort` over a confluent ``Consumer``."""
 
-    def __init__(self, consumer: Consumer, timeout: float, batch: PollBatch[Message]) -> None:
+    def __init__(self, consumer: Consumer, timeout: float, batch: PollBatch[Message], group: str,
+                 reader: OffsetsPort) -> None:
         self.consumer = consumer
         self.timeout = timeout
         self.batch = batch
+        self.group = group
+        self.reader: Optional[OffsetsPort] = reader
 
     def partitions(self, tps: List[TP]) -> List[TopicPartition]:
         return [TopicPartition(t, p) for t, p in tps]
@@ -80,6 +83,11 @@ class _ConsumerPort:
         except KafkaException as e:
             raise translate(e, "reading committed offsets") from e
         return {(r.topic, r.partition): r.offset for r in res if r.offset >= 0}
+
+    def committed_later(self, tps: List[TP], timeout: float) -> Pending[Dict[TP, int]]:
+        if self.reader is None:
+            raise RuntimeError("the consumer's layout-log resources are not open")
+        return self.reader.group_commits(self.group, tps, timeout)
 
     def positions(self, tps: List[TP]) -> Dict[TP, int]:
         out = {(p.topic, p.partition): p.offset for p in self.consumer.position(self.partitions(tps))}
@@ -157,8 +165,8 @@ class OrderedConsumer:
                                 auto_store)
         self._batch: PollBatch[Message] = PollBatch(_tp, Message.offset,  # type: ignore[arg-type]
                                                     opts["ordered.poll.batch.records"])
-        self._core = GatingCore(_ConsumerPort(self._consumer, options.timeout, self._batch), shared.follower,
-                                shared.offsets, options)
+        port = _ConsumerPort(self._consumer, options.timeout, self._batch, str(conf["group.id"]), shared.offsets)
+        self._core = GatingCore(port, shared.follower, shared.offsets, options)
         self._core.keep_in_hand = True
         self._core.kept_offset = Message.offset  # type: ignore[assignment]
         self._core.kept_size = _size

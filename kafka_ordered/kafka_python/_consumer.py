@@ -14,7 +14,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from .. import _log
 from .._gating import GatingCore, GatingOptions, StartRead
-from .._ports import TP
+from .._ports import TP, OffsetsPort, Pending
 from ._assignor import OrderedAssignor, register_layouts, unregister_layouts
 from ..config import (
     CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, kafka_python_connection_config, metrics_client_id, split_config, truthy,
@@ -45,9 +45,11 @@ def _commits(res: Mapping[TopicPartition, Any]) -> Dict[TP, int]:
 class _ConsumerPort:
     """:class:`~kafka_ordered._ports.ConsumerPort` over a ``KafkaConsumer``."""
 
-    def __init__(self, consumer: KafkaConsumer, timeout: float) -> None:
+    def __init__(self, consumer: KafkaConsumer, timeout: float, group: str, reader: OffsetsPort) -> None:
         self.consumer = consumer
         self.timeout = timeout
+        self.group = group
+        self.reader: Optional[OffsetsPort] = reader
         self.coordinator: Any = getattr(consumer, "_coordinator", None)
         # Inside a rebalance callback commits are collected here and awaited there.
         self.defer: Optional[Dict[TopicPartition, OffsetAndMetadata]] = None
@@ -81,6 +83,11 @@ class _ConsumerPort:
         except KafkaError as e:
             raise translate(e, "reading committed offsets") from e
         return _commits(res)
+
+    def committed_later(self, tps: List[TP], timeout: float) -> Pending[Dict[TP, int]]:
+        if self.reader is None:
+            raise RuntimeError("the consumer's layout-log resources are not open")
+        return self.reader.group_commits(self.group, tps, timeout)
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         kp = {TopicPartition(t, p): OffsetAndMetadata(off, "", -1) for (t, p), off in sorted(offsets.items())}
@@ -165,7 +172,7 @@ class OrderedKafkaConsumer:
             shared.release()
             raise
         options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto_offset_reset", "latest")))
-        self._port = _ConsumerPort(self._consumer, options.timeout)
+        self._port = _ConsumerPort(self._consumer, options.timeout, self._group_id, shared.offsets)
         self._core = GatingCore(self._port, shared.follower, shared.offsets, options)
         # Holds in hand: a split replay is not paused and sought back at
         # every gate (kafka-python drops what it fetched of a paused partition).

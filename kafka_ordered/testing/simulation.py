@@ -129,7 +129,7 @@ from .._fastpath import replace_headers
 from .._freshness import SkippableStep
 from .._gating import GatingCore, GatingOptions
 from .._grouped import from_hand, released_in_hand, take
-from .._ports import TP, LayoutView, OffsetsPort, Stamp
+from .._ports import TP, Answered, LayoutView, OffsetsPort, Stamp
 from .._registering import RegisteringCore, TopicState
 from ..history import LayoutHistory, encode_layout
 from ..layout import Layout
@@ -459,6 +459,10 @@ class _SimOffsets:
     def open_transactions(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         return {}
 
+    def group_commits(self, group: str, tps: Iterable[TP], timeout: Optional[float] = None
+                      ) -> Answered[Dict[TP, int]]:  # pragma: no cover - members read through their ports
+        raise NotImplementedError("simulated members read the group's commits through _SimClient")
+
 
 class _SimClient:
     """:class:`~kafka_ordered._ports.ConsumerPort`: one member's fake client
@@ -481,6 +485,9 @@ class _SimClient:
 
     def committed(self, tps: List[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         return {tp: self.group[tp[1]] for tp in tps if tp[1] in self.group}
+
+    def committed_later(self, tps: List[TP], timeout: float) -> Answered[Dict[TP, int]]:
+        return Answered(self.committed(tps, timeout))
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> None:
         for (_, p), off in offsets.items():

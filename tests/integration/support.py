@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from ..conftest import spare
 
@@ -80,11 +80,24 @@ def one_split(admin: Any, producer: Any, topic: str, before: int = 3, after: int
     return gates[0].start, gates[0].wait[0]
 
 
+_COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                       KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+
+
 def commit_as_group(bootstrap: str, group: str, topic: str, partition: int, offset: int) -> None:
     """Commit ``offset`` of ``topic``/``partition`` for ``group``, as another
-    member of it would."""
+    member of it would (again while the group's coordinator is not ready:
+    the first group of a new Apache Kafka cluster waits for __consumer_offsets)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    deadline = time.monotonic() + 30
     try:
-        c.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
+        while True:
+            try:
+                c.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
+                return
+            except KafkaException as e:
+                if e.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         c.close()

@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import pytest
 
 from kafka_ordered._gating import GatingCore, GatingOptions
-from kafka_ordered._ports import TP
+from kafka_ordered._ports import TP, Answered
 from kafka_ordered.history import LayoutHistory
 from kafka_ordered.layout import Layout
 from kafka_ordered.metrics import LayoutViewMetrics
@@ -39,6 +39,9 @@ class FakePort:
 
     def committed(self, tps: List[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         return {tp: self.commits[tp] for tp in tps if tp in self.commits}
+
+    def committed_later(self, tps: List[TP], timeout: float) -> Answered[Dict[TP, int]]:
+        return Answered(self.committed(tps, timeout))
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> None:
         self.commits.update(offsets)
@@ -713,3 +716,46 @@ def test_the_read_that_starts_an_assignment_is_tried_again_only_while_it_may_suc
     assert START_READ_RETRY_S - 1.0 <= sum(delays) <= START_READ_RETRY_S
     with pytest.raises(KafkaOrderedError, match="not allowed"):
         StartRead(lambda: 0.0).retry_after(KafkaOrderedError("not allowed"))
+
+
+def test_a_sources_commit_is_read_without_waiting_and_taken_once_it_came() -> None:
+    """The read of a source's commit (another member's) is sent and not
+    waited for: polls go on with the gate closed, the read is not sent
+    again while on its way, and the first poll that finds the answer opens
+    the gate."""
+    from kafka_ordered._gating import READ_CHECK_S
+
+    clock = [1.0]
+    core, port = _core()
+    core._clock = lambda: clock[0]
+    core.admit((TOPIC, 1), 5)
+    port.commits[(TOPIC, 0)] = 10
+
+    class Later:
+        def __init__(self, tps: List[TP]) -> None:
+            self.tps, self.came = tps, False
+
+        def done(self) -> bool:
+            return self.came
+
+        def result(self) -> Dict[TP, int]:
+            return port.committed(self.tps)
+
+    sent: List[Later] = []
+
+    def committed_later(tps: List[TP], timeout: float) -> Later:
+        sent.append(Later(tps))
+        return sent[-1]
+
+    port.committed_later = committed_later  # type: ignore[assignment]
+    core.begin_poll()
+    assert [r.tps for r in sent] == [[(TOPIC, 0)]] and core.held() == {(TOPIC, 1)}
+    assert core._commits_read.due == clock[0] + READ_CHECK_S  # when the calm ends to look again
+    clock[0] += 0.05
+    core.begin_poll()
+    assert len(sent) == 1 and core.held() == {(TOPIC, 1)} and (TOPIC, 1) in port.paused
+    sent[0].came = True
+    clock[0] += 0.001
+    core.begin_poll()
+    assert core.held() == set() and (TOPIC, 1) not in port.paused
+    assert len(sent) == 1
