@@ -490,7 +490,7 @@ class GatingCore:
         :class:`GateRead`)."""
         want = [tp for tp in waited if tp in self.parts.commit_unknown]
         if want:
-            got = self._read_again_later(self._starts_read, self.port.committed, want)
+            got = self._read_in_background(self._starts_read, self.port.committed_later, want)
             if got is None:
                 return False
             self.committed(got)
@@ -563,33 +563,17 @@ class GatingCore:
         self.freshness.admit(runs)
         self.refresh_gates()
 
-    def _read_again_later(self, read: GateRead, fn: Callable[[List[TP], float], Dict[TP, int]],
-                          tps: Iterable[TP]) -> Optional[Dict[TP, int]]:
-        """``fn(tps, timeout)`` when ``read`` is due, else ``None``; also
-        ``None`` when the cluster cannot answer now (a retriable error: the
-        group coordinator or a leader moving), and ``read`` backs off. A
-        poll does not fail because of it, as a raw client's does not, nor
-        wait longer than :data:`GATE_READ_TIMEOUT_S`. Other errors are raised."""
-        now = self._clock()
-        if now < read.due:
-            return None
-        try:
-            got = fn(sorted(tps), min(self.opts.timeout, GATE_READ_TIMEOUT_S))
-        except KafkaOrderedError as e:
-            if not e.retriable:
-                raise
-            read.failed(now, e)
-            return None
-        read.succeeded(now)
-        return got
-
     def _read_in_background(self, read: GateRead, start: Callable[[List[TP], float], Pending[Dict[TP, int]]],
                             tps: Iterable[TP]) -> Optional[Dict[TP, int]]:
-        """:meth:`_read_again_later` without waiting for the cluster: when
-        ``read`` is due, ``start(tps, timeout)`` sends it; its answer is
-        returned by the first call that finds it came (``None`` until then,
-        and ``read.due`` moves :data:`READ_CHECK_S` on, for the calm to end
-        then). Errors as for :meth:`_read_again_later`."""
+        """A read that opens gates, never waited for: when ``read`` is due,
+        ``start(tps, timeout)`` sends it (the request gives up after at most
+        :data:`GATE_READ_TIMEOUT_S`); its answer is returned by the first
+        call that finds it came. ``None`` until then (``read.due`` moves
+        :data:`READ_CHECK_S` on: the calm ends then, to look again), and
+        when the cluster could not answer (a retriable error: the group
+        coordinator or a leader moving; ``read`` backs off). A poll neither
+        waits for it nor fails because of it, as a raw client's does not.
+        Other errors are raised."""
         now = self._clock()
         try:
             if read.pending is None:
@@ -629,9 +613,10 @@ class GatingCore:
                     st = parts.source(tp)
                     st.committed = max(st.committed, off)
                 self._dirty = self._dirty or bool(commits)
-            starts = self._read_again_later(self._log_starts_read, self.offsets.start_offsets, sources) or {}
+            starts = self._read_in_background(self._log_starts_read, self.offsets.start_offsets_later, sources) or {}
             for tp, off in starts.items():
-                parts.source(tp).log_start = off
+                if tp in sources:
+                    parts.source(tp).log_start = off
             self._dirty = self._dirty or bool(starts)
         if self._dirty:
             # Work only when an input changed: new gates, commits, positions,
@@ -703,6 +688,9 @@ class GatingCore:
             # other members: it is looked at again when their commits are
             # read again (see maintain).
             calm.until = min(calm.until, self._commits_read.due)
+        for read in (self._commits_read, self._starts_read, self._log_starts_read):
+            if read.pending is not None:  # its answer is looked for then
+                calm.until = min(calm.until, read.due)
         calm.held = frozenset(parts.held)
         calm.managed = frozenset(t for t in self.owned_topics() if self.managed(t)) if gating else frozenset()
         # Stamps the view includes cost the calm check only their removal.

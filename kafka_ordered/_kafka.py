@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 import time
 import uuid
 import weakref
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, Tuple, TypeVar
 
 from confluent_kafka import (
     Consumer,
@@ -192,6 +193,7 @@ class OffsetReader:
         self._known_topics: set = set()
         self._lock = threading.Lock()
         self._used = time.monotonic()
+        self._worker: Optional[ThreadPoolExecutor] = None
 
     @property
     def connected(self) -> bool:
@@ -454,6 +456,15 @@ class OffsetReader:
             return {}
         return self._list(want, OffsetSpec.earliest(), timeout or self.timeout, "reading log-start offsets")
 
+    def start_offsets_later(self, tps: Iterable[TP], timeout: Optional[float] = None) -> "Later[Dict[TP, int]]":
+        """:meth:`start_offsets` on the reader's worker thread: returns at
+        once (see :class:`Later`)."""
+        with self._lock:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="kafka-ordered-offsets")
+            worker = self._worker
+        return Later(worker.submit(self.start_offsets, list(tps), timeout))
+
     def group_commits(self, group: str, tps: Iterable[TP], timeout: Optional[float] = None) -> "GroupCommits":
         """The commits of ``group`` on ``tps``, read without waiting (an
         OffsetFetch through the admin client; the answer arrives on
@@ -495,6 +506,9 @@ class OffsetReader:
         is left open. Idempotent."""
         with self._lock:
             c, self._consumer = self._consumer, None
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.shutdown(wait=False)
         if c is not None:
             c.close()
         self._admin = None
@@ -520,3 +534,19 @@ class GroupCommits:
         except KafkaException as e:
             raise translate(e, f"reading the commits of group {self._group}", api="OffsetFetch") from e
         return {(tp.topic, tp.partition): tp.offset for tp in got.topic_partitions if tp.offset >= 0}
+
+
+class Later(Generic[_T]):
+    """:class:`~kafka_ordered._ports.Pending` over a ``concurrent.futures.Future``
+    whose call raises :class:`~kafka_ordered.errors.KafkaOrderedError` (as is)."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future: "Future[_T]") -> None:
+        self._future = future
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def result(self) -> _T:
+        return self._future.result()

@@ -152,6 +152,9 @@ class OffsetsPort(Protocol):
         """The commits of ``group`` on ``tps`` (partitions without one left
         out), read without waiting: the request is sent now."""
 
+    def start_offsets_later(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Pending[Dict[TP, int]]:
+        """:meth:`start_offsets` without waiting: the read is started now."""
+
     def start_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The log-start offset of each partition."""
 

@@ -456,6 +456,9 @@ class _SimOffsets:
     def start_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         return {tp: 0 for tp in tps}
 
+    def start_offsets_later(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Answered[Dict[TP, int]]:
+        return Answered(self.start_offsets(tps, timeout))
+
     def open_transactions(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         return {}
 

@@ -89,6 +89,9 @@ class FakeOffsets:
     def start_offsets(self, tps: Any, timeout: Optional[float] = None) -> Dict[TP, int]:
         return {tp: 0 for tp in tps}
 
+    def start_offsets_later(self, tps: Any, timeout: Optional[float] = None) -> Answered[Dict[TP, int]]:
+        return Answered(self.start_offsets(tps, timeout))
+
 
 def _core() -> Tuple[GatingCore, FakePort]:
     history = LayoutHistory()
