@@ -68,7 +68,7 @@ from .tombstones import HEADER as _MOVED_HEADER
 __all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route", "method",
            "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "replace_headers", "calm_wait", "calm_rest",
            "fast_fetch",
-           "fast_fetch_py"]
+           "fast_fetch_py", "take_stamps", "take_stamps_py"]
 
 
 class PyProducerRoute:
@@ -326,6 +326,22 @@ _CONTAINERS = (list, dict)
 
 #: The calm type in use: ``kafka_ordered._speedups.Calm`` or :class:`PyCalm`.
 Calm: Any = _hashing._C.Calm if _hashing._C is not None else PyCalm
+
+
+def take_stamps_py(messages: List[Any], prefix: Optional[bytes]) -> Tuple[Dict[int, int], List[int]]:
+    """The full path's stamp pass over confluent-kafka Messages without
+    errors: ``({partition: newest stamp}, indices left to the caller's
+    per-record pass)``. The C twin (``_speedups.take_stamps``) removes the
+    stamps ``prefix + digits`` of this consumer's log from the records that
+    carry only such ``kafka-ordered.reg`` headers and counts them (a
+    replay of history is full of them); this one leaves every record that
+    has headers to the caller, whose pass ends the same."""
+    return {}, [i for i, m in enumerate(messages) if m.headers()]
+
+
+#: The stamp pass in use: ``kafka_ordered._speedups.take_stamps`` or :func:`take_stamps_py`.
+take_stamps: Callable[[List[Any], Optional[bytes]], Tuple[Dict[int, int], List[int]]] = (
+    _hashing._C.take_stamps if _hashing._C is not None else take_stamps_py)
 
 
 

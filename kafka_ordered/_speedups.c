@@ -1784,6 +1784,130 @@ static PyTypeObject FastFetchType = {
     .tp_new = ff_new,
 };
 
+/* The kafka-ordered.reg headers of header list h, for the full path: 0 none;
+ * 1 only stamps "<prefix><digits>" of this consumer's log (*best: the
+ * newest); 2 anything else the Python path decides (another log's stamp, an
+ * encoded token, a move tombstone's header, an unknown shape). */
+static int
+own_stamps(PyObject *h, const char *prefix, Py_ssize_t plen, long long *best)
+{
+    Py_ssize_t i, n, vlen, j;
+    int found = 0;
+    if (!PyList_Check(h))
+        return 2;
+    n = PyList_GET_SIZE(h);
+    for (i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(h, i), *name, *value;
+        const char *v;
+        long long off = 0;
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2)
+            return 2;
+        name = PyTuple_GET_ITEM(t, 0);
+        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "kafka-ordered.moved") == 0)
+            return 2;
+        if (PyUnicode_Compare(name, S_STAMP_HEADER) != 0)
+            continue;
+        value = PyTuple_GET_ITEM(t, 1);
+        if (plen == 0 || !PyBytes_Check(value))
+            return 2;
+        vlen = PyBytes_GET_SIZE(value);
+        v = PyBytes_AS_STRING(value);
+        if (vlen <= plen || vlen - plen > 18 || memcmp(v, prefix, (size_t)plen) != 0)
+            return 2;
+        for (j = plen; j < vlen; j++) {
+            if (v[j] < '0' || v[j] > '9')
+                return 2;
+            off = off * 10 + (v[j] - '0');
+        }
+        if (!found || off > *best)
+            *best = off;
+        found = 1;
+    }
+    return found;
+}
+
+/* take_stamps(messages, prefix): for confluent_kafka Messages without
+ * errors (a list): remove the stamps "<prefix><digits>" of this consumer's
+ * log from the records that carry only such kafka-ordered.reg headers, and
+ * return ({partition: newest stamp}, [indices of the records left to the
+ * Python path: see own_stamps]). */
+static PyObject *
+py_take_stamps(PyObject *module, PyObject *args)
+{
+    PyObject *msgs, *prefix, *stamps = NULL, *slow = NULL;
+    const char *pre = "";
+    Py_ssize_t plen = 0, i, n;
+    if (!PyArg_ParseTuple(args, "O!O:take_stamps", &PyList_Type, &msgs, &prefix))
+        return NULL;
+    if (PyBytes_Check(prefix)) {
+        pre = PyBytes_AS_STRING(prefix);
+        plen = PyBytes_GET_SIZE(prefix);
+    } else if (prefix != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "take_stamps: prefix must be bytes or None");
+        return NULL;
+    }
+    stamps = PyDict_New();
+    slow = PyList_New(0);
+    if (stamps == NULL || slow == NULL)
+        goto error;
+    n = PyList_GET_SIZE(msgs);
+    for (i = 0; i < n; i++) {
+        PyObject *m = PyList_GET_ITEM(msgs, i), *h, *part, *old;
+        CflMessage *cm = Py_TYPE(m) == message_type ? (CflMessage *)m : NULL;
+        long long best = -1;
+        int c;
+        if (cm != NULL && cm->headers == NULL && cm->c_headers == NULL)
+            continue;
+        h = call0(m, S_HEADERS);
+        if (h == NULL)
+            goto error;
+        if (h == Py_None) {
+            Py_DECREF(h);
+            continue;
+        }
+        c = own_stamps(h, pre, plen, &best);
+        if (c == 2) {
+            PyObject *idx = PyLong_FromSsize_t(i);
+            int bad = idx == NULL || PyList_Append(slow, idx) < 0;
+            Py_XDECREF(idx);
+            Py_DECREF(h);
+            if (bad)
+                goto error;
+            continue;
+        }
+        if (c == 1 && strip_stamps(m, h) < 0) {
+            Py_DECREF(h);
+            goto error;
+        }
+        Py_DECREF(h);
+        if (c == 0)
+            continue;
+        part = call0(m, S_PARTITION);
+        if (part == NULL)
+            goto error;
+        old = PyDict_GetItemWithError(stamps, part); /* borrowed */
+        if (old == NULL && PyErr_Occurred()) {
+            Py_DECREF(part);
+            goto error;
+        }
+        if (old == NULL || PyLong_AsLongLong(old) < best) {
+            PyObject *b = PyLong_FromLongLong(best);
+            int bad = b == NULL || PyDict_SetItem(stamps, part, b) < 0;
+            Py_XDECREF(b);
+            if (bad) {
+                Py_DECREF(part);
+                goto error;
+            }
+        }
+        Py_DECREF(part);
+    }
+    return Py_BuildValue("(NN)", stamps, slow);
+error:
+    Py_XDECREF(stamps);
+    Py_XDECREF(slow);
+    return NULL;
+}
+
 /* ---- module ------------------------------------------------------------ */
 
 static PyMethodDef module_methods[] = {
@@ -1795,6 +1919,10 @@ static PyMethodDef module_methods[] = {
     {"message_fields", py_message_fields, METH_O,
      "message_fields($module, message, /)\n--\n\n(topic, value, key, headers, has librdkafka headers, error, "
      "partition, offset) read from a confluent_kafka.Message's memory (checked against its methods before use)."},
+    {"take_stamps", py_take_stamps, METH_VARARGS,
+     "take_stamps($module, messages, prefix, /)\n--\n\nRemove this log's stamps (prefix + digits) from confluent_kafka "
+     "Messages that carry only such kafka-ordered.reg headers: ({partition: newest stamp}, [indices left to the "
+     "Python path])."},
     {"use_message_layout", py_use_message_layout, METH_O,
      "use_message_layout($module, type, /)\n--\n\nRead instances of type (or none: None) in place in the calm check."},
     {NULL, NULL, 0, NULL},

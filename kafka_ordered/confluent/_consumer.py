@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from . import _message  # noqa: F401  (reads Message fields in place once checked)
-from .._fastpath import fast_fetch
+from .._fastpath import fast_fetch, take_stamps
 from .._gating import KEEP_IN_HAND_BYTES, KEEP_IN_HAND_RECORDS, GatingCore, GatingOptions, StartRead
 from .._grouped import from_hand
 from .._pollbatch import PollBatch
@@ -45,6 +45,32 @@ _headers, _partition, _topic = Message.headers, Message.partition, Message.topic
 
 def _tp(m: Message) -> TP:
     return (m.topic(), m.partition())  # type: ignore[return-value]
+
+
+def _take_stamps(raw: List[Message], headers: List[Any], log_id: str, moved: List[Message]
+                 ) -> Dict[int, int]:
+    """The stamps of log ``log_id`` in ``raw`` (records without errors;
+    ``headers``: their headers), newest per partition; every
+    ``kafka-ordered.reg`` header is removed on the way and move tombstones
+    go into ``moved``. The records :func:`~kafka_ordered._fastpath.take_stamps`
+    leaves (all with headers, without the C speed-ups) take
+    :func:`~kafka_ordered.tokens.take_stamp` one by one."""
+    stamps, rest = take_stamps(raw, f"{log_id}:".encode("ascii", "replace") if log_id else None)
+    for i in rest:
+        h = headers[i]
+        taken = take_stamp(h, log_id)
+        if taken is None:
+            continue
+        m = raw[i]
+        stamp, left = taken
+        m.set_headers(left)  # type: ignore[arg-type]
+        if is_move_tombstone(m.value(), h):
+            moved.append(m)
+        if stamp is not None:
+            p = m.partition()
+            if stamp > stamps.get(p, -1):  # type: ignore[arg-type]
+                stamps[p] = stamp  # type: ignore[index]
+    return stamps
 
 
 def _size(m: Message) -> int:
@@ -599,24 +625,8 @@ class OrderedConsumer:
         topic = next(iter(owned))
         if raw[0].topic() != topic or not core.managed(topic):
             return None
-        stamps: Dict[int, int] = {}
         headers = list(map(_headers, raw))
-        if any(headers):
-            log_id = core.freshness.log_id
-            for i in compress(range(len(raw)), headers):
-                h = headers[i]
-                taken = take_stamp(h, log_id)
-                if taken is None:
-                    continue
-                m = raw[i]
-                stamp, left = taken
-                m.set_headers(left)  # type: ignore[arg-type]
-                if is_move_tombstone(m.value(), h):
-                    moved.append(m)
-                if stamp is not None:
-                    p = m.partition()
-                    if stamp > stamps.get(p, -1):  # type: ignore[arg-type]
-                        stamps[p] = stamp  # type: ignore[index]
+        stamps = _take_stamps(raw, headers, core.freshness.log_id, moved) if any(headers) else {}
         parts = list(map(_partition, raw))
         numbers = set(parts)
         if len(numbers) == 1:

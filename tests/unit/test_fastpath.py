@@ -833,3 +833,50 @@ def test_fields_read_in_place_are_what_the_methods_return() -> None:
     assert _message.message_layout_matches()
     assert _message.use_message_layout(False) is False
     assert _message.use_message_layout(True) is True
+
+
+def _stamped_messages(seed: int) -> List[Any]:
+    """Fetched messages of one topic with every shape of kafka-ordered.reg
+    header the consumer meets (this log's, another's, encoded tokens, move
+    tombstones, application headers), seeded."""
+    import random
+
+    from confluent_kafka import Message
+
+    from kafka_ordered.tokens import encode
+
+    rng = random.Random(seed)
+    shapes = [
+        lambda: None, lambda: [("app", b"1")], lambda: [("kafka-ordered.reg", b"L:%d" % rng.randrange(99))],
+        lambda: [("app", b"2"), ("kafka-ordered.reg", b"L:%d" % rng.randrange(99)),
+                 ("kafka-ordered.reg", b"L:%d" % rng.randrange(99))],
+        lambda: [("kafka-ordered.reg", b"M:%d" % rng.randrange(99))], lambda: [("kafka-ordered.reg", b"L:x")],
+        lambda: [("kafka-ordered.reg", encode("L", rng.randrange(99)))],
+        lambda: [("kafka-ordered.reg", b"L:%d" % rng.randrange(99)), ("kafka-ordered.moved", b"")],
+        lambda: [("kafka-ordered.reg", b"L:" + b"9" * 19)],
+    ]
+    out = []
+    for i in range(300):
+        h = rng.choice(shapes)()
+        out.append(Message(topic="t", partition=rng.randrange(4), offset=i,
+                           value=None if h and ("kafka-ordered.moved", b"") in h else b"v", headers=h))
+    return out
+
+
+@pytest.mark.skipif(_hashing._C is None, reason="C speed-ups not built")
+@pytest.mark.parametrize("seed", range(5))
+def test_c_and_python_stamp_passes_end_alike(seed: int, monkeypatch: Any) -> None:
+    """The full path's stamp pass (confluent _take_stamps) with the C
+    take_stamps and with its pure-Python twin: same stamps, same move
+    tombstones, same headers left on every record."""
+    from kafka_ordered.confluent import _consumer
+
+    ends = []
+    for impl in (_hashing._C.take_stamps, _fastpath.take_stamps_py):
+        monkeypatch.setattr(_consumer, "take_stamps", impl)
+        raw = _stamped_messages(seed)
+        moved: List[Any] = []
+        stamps = _consumer._take_stamps(raw, [m.headers() for m in raw], "L", moved)
+        ends.append((stamps, [m.offset() for m in moved], [m.headers() for m in raw]))
+    assert ends[0] == ends[1]
+    assert ends[0][0] and ends[0][1]  # the seeds exercise stamps and tombstones
