@@ -92,7 +92,7 @@ class _ConsumerPort:
         self.timeout = timeout
         self.batch = batch
         self.group = group
-        self.reader: Optional[OffsetsPort] = reader
+        self.reader = reader
 
     def partitions(self, tps: List[TP]) -> List[TopicPartition]:
         return [TopicPartition(t, p) for t, p in tps]
@@ -114,8 +114,6 @@ class _ConsumerPort:
         return {(r.topic, r.partition): r.offset for r in res if r.offset >= 0}
 
     def committed_later(self, tps: List[TP], timeout: float) -> Pending[Dict[TP, int]]:
-        if self.reader is None:
-            raise RuntimeError("the consumer's layout-log resources are not open")
         return self.reader.group_commits(self.group, tps, timeout)
 
     def positions(self, tps: List[TP]) -> Dict[TP, int]:

@@ -49,7 +49,7 @@ class _ConsumerPort:
         self.consumer = consumer
         self.timeout = timeout
         self.group = group
-        self.reader: Optional[OffsetsPort] = reader
+        self.reader = reader
         self.coordinator: Any = getattr(consumer, "_coordinator", None)
         # Inside a rebalance callback commits are collected here and awaited there.
         self.defer: Optional[Dict[TopicPartition, OffsetAndMetadata]] = None
@@ -85,8 +85,6 @@ class _ConsumerPort:
         return _commits(res)
 
     def committed_later(self, tps: List[TP], timeout: float) -> Pending[Dict[TP, int]]:
-        if self.reader is None:
-            raise RuntimeError("the consumer's layout-log resources are not open")
         return self.reader.group_commits(self.group, tps, timeout)
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
