@@ -122,6 +122,10 @@ class GateRead:
         self.failures = 0
         self.due = now + self.period
 
+    def drop(self) -> None:
+        """What the read was for went away: its answer is not looked for."""
+        self.pending = None
+
     def failed(self, now: float, error: KafkaOrderedError) -> None:
         self.failures += 1
         delay = max(self.period, 0.5) * 2 ** min(self.failures, 2)
@@ -594,15 +598,30 @@ class GatingCore:
         read.succeeded(now)
         return got
 
+    def _drop_unwanted_reads(self) -> AbstractSet[TP]:
+        """The sources of this member's closed gates; the reads sent for
+        gates that no longer need them are dropped (see :meth:`GateRead.drop`:
+        the calm is not cut short to look for their answers)."""
+        parts = self.parts
+        sources = self.keeper.sources() if parts.owned and self.keeper.has_closed() else frozenset()
+        if all(tp in parts.owned for tp in sources):
+            self._commits_read.drop()
+        if not sources:
+            self._log_starts_read.drop()
+        if not (parts.commit_unknown and self.keeper.waited_on()):
+            self._starts_read.drop()
+        return sources
+
     def maintain(self) -> None:
         """Open gates whose sources were processed, release held partitions,
         make due commits. Does nothing while this member owns nothing."""
         parts = self.parts
         if not parts.owned:
+            self._drop_unwanted_reads()
             return
         now = self._clock()
         self.refresh_gates()
-        sources = self.keeper.sources() if self.keeper.has_closed() else frozenset()
+        sources = self._drop_unwanted_reads()
         if sources:
             unowned = [tp for tp in sources if tp not in parts.owned]
             if unowned:
@@ -688,9 +707,12 @@ class GatingCore:
             # other members: it is looked at again when their commits are
             # read again (see maintain).
             calm.until = min(calm.until, self._commits_read.due)
-        for read in (self._commits_read, self._starts_read, self._log_starts_read):
-            if read.pending is not None:  # its answer is looked for then
-                calm.until = min(calm.until, read.due)
+        reads = (self._commits_read, self._starts_read, self._log_starts_read)
+        if any(read.pending is not None for read in reads):
+            self._drop_unwanted_reads()
+            for read in reads:
+                if read.pending is not None:  # its answer is looked for then
+                    calm.until = min(calm.until, read.due)
         calm.held = frozenset(parts.held)
         calm.managed = frozenset(t for t in self.owned_topics() if self.managed(t)) if gating else frozenset()
         # Stamps the view includes cost the calm check only their removal.

@@ -346,6 +346,32 @@ def test_the_owner_of_a_source_keeps_only_waits_above_the_commit() -> None:
     assert core.keeper.waited_on() == frozenset()
 
 
+def test_the_calm_comes_back_when_a_gate_opens_before_its_reads_were_answered() -> None:
+    """A read sent for a gate (here the sources' log starts) whose answer
+    has not come when the gate opens is not waited for any more: the calm
+    is not cut short to look for it (it had sent every poll of a consumer
+    past its transitions to the full path)."""
+    core, port, view = _grown_core(owned=[0, 3], gates=5)
+
+    class Never:
+        def done(self) -> bool:
+            return False
+
+        def result(self) -> Dict[TP, int]:
+            raise AssertionError("never answered")
+
+    core.offsets.start_offsets_later = lambda tps, timeout=None: Never()  # type: ignore[method-assign]
+    core.begin_poll()
+    core.settle()
+    assert not core.calm.quiet and core._log_starts_read.pending is not None
+    port.commits[(TOPIC, 0)] = 2000
+    core.commit({(TOPIC, 0): 2000}, asynchronous=False)
+    core.begin_poll()
+    core.settle()
+    assert core.calm.quiet and core.keeper.closed_partitions() == []
+    assert core.calm.until == float("inf")
+
+
 def test_gates_of_a_partition_assigned_later_are_loaded_from_the_index() -> None:
     core, port, view = _grown_core(owned=[1], gates=30)
     core.maintain()
