@@ -1235,6 +1235,48 @@ static PyTypeObject CalmType = {
 
 static PyObject *S_ERROR, *S_HEADERS, *S_TOPIC, *S_PARTITION, *S_OFFSET, *S_STAMP_HEADER, *S_SET_HEADERS;
 
+/* The kafka-ordered.reg headers of header list h (for the calm check and the full path): 0 none;
+ * 1 only stamps "<prefix><digits>" of this consumer's log (*best: the
+ * newest); 2 anything else the Python path decides (another log's stamp, an
+ * encoded token, a move tombstone's header, an unknown shape). */
+static int
+own_stamps(PyObject *h, const char *prefix, Py_ssize_t plen, long long *best)
+{
+    Py_ssize_t i, n, vlen, j;
+    int found = 0;
+    if (!PyList_Check(h))
+        return 2;
+    n = PyList_GET_SIZE(h);
+    for (i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(h, i), *name, *value;
+        const char *v;
+        long long off = 0;
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2)
+            return 2;
+        name = PyTuple_GET_ITEM(t, 0);
+        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "kafka-ordered.moved") == 0)
+            return 2;
+        if (PyUnicode_Compare(name, S_STAMP_HEADER) != 0)
+            continue;
+        value = PyTuple_GET_ITEM(t, 1);
+        if (plen == 0 || !PyBytes_Check(value))
+            return 2;
+        vlen = PyBytes_GET_SIZE(value);
+        v = PyBytes_AS_STRING(value);
+        if (vlen <= plen || vlen - plen > 18 || memcmp(v, prefix, (size_t)plen) != 0)
+            return 2;
+        for (j = plen; j < vlen; j++) {
+            if (v[j] < '0' || v[j] > '9')
+                return 2;
+            off = off * 10 + (v[j] - '0');
+        }
+        if (!found || off > *best)
+            *best = off;
+        found = 1;
+    }
+    return found;
+}
+
 /* The kafka-ordered.reg headers of a header list: 0 none; 1 every one is a
  * stamp of this consumer's log at an offset its view includes (the record
  * costs nothing more: the header is only removed); 2 another stamp, or a
@@ -1242,49 +1284,13 @@ static PyObject *S_ERROR, *S_HEADERS, *S_TOPIC, *S_PARTITION, *S_OFFSET, *S_STAM
 static int
 included_stamps(Calm *calm, PyObject *h)
 {
-    Py_ssize_t i, n, plen, vlen, j;
-    int found = 0;
-    if (!PyList_Check(h))
-        return 2;
-    n = PyList_GET_SIZE(h);
-    for (i = 0; i < n; i++) {
-        PyObject *t = PyList_GET_ITEM(h, i), *name, *value;
-        const char *v, *prefix;
-        long long off = 0;
-        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 1)
-            return 2;
-        name = PyTuple_GET_ITEM(t, 0);
-        if (!PyUnicode_Check(name))
-            return 2;
-        /* A move tombstone (kafka_ordered.tombstones) is consumed, never
-         * delivered: only the full path hides it. */
-        if (PyUnicode_CompareWithASCIIString(name, "kafka-ordered.moved") == 0)
-            return 2;
-        if (PyUnicode_Compare(name, S_STAMP_HEADER) != 0)
-            continue;
-        if (PyTuple_GET_SIZE(t) != 2 || !PyBytes_Check(calm->stamp_prefix))
-            return 2;
-        value = PyTuple_GET_ITEM(t, 1);
-        if (!PyBytes_Check(value))
-            return 2;
-        plen = PyBytes_GET_SIZE(calm->stamp_prefix);
-        vlen = PyBytes_GET_SIZE(value);
-        if (plen == 0 || vlen <= plen || vlen - plen > 18)
-            return 2;
-        v = PyBytes_AS_STRING(value);
-        prefix = PyBytes_AS_STRING(calm->stamp_prefix);
-        if (memcmp(v, prefix, (size_t)plen) != 0)
-            return 2;
-        for (j = plen; j < vlen; j++) {
-            if (v[j] < '0' || v[j] > '9')
-                return 2;
-            off = off * 10 + (v[j] - '0');
-        }
-        if (off >= calm->view_next)
-            return 2;
-        found = 1;
-    }
-    return found;
+    long long best = -1;
+    int c;
+    if (PyBytes_Check(calm->stamp_prefix))
+        c = own_stamps(h, PyBytes_AS_STRING(calm->stamp_prefix), PyBytes_GET_SIZE(calm->stamp_prefix), &best);
+    else
+        c = own_stamps(h, "", 0, &best);
+    return c == 1 && best >= calm->view_next ? 2 : c;
 }
 
 /* Remove the kafka-ordered.reg headers of message m (header list h). */
@@ -1783,48 +1789,6 @@ static PyTypeObject FastFetchType = {
     .tp_getset = ff_getset,
     .tp_new = ff_new,
 };
-
-/* The kafka-ordered.reg headers of header list h, for the full path: 0 none;
- * 1 only stamps "<prefix><digits>" of this consumer's log (*best: the
- * newest); 2 anything else the Python path decides (another log's stamp, an
- * encoded token, a move tombstone's header, an unknown shape). */
-static int
-own_stamps(PyObject *h, const char *prefix, Py_ssize_t plen, long long *best)
-{
-    Py_ssize_t i, n, vlen, j;
-    int found = 0;
-    if (!PyList_Check(h))
-        return 2;
-    n = PyList_GET_SIZE(h);
-    for (i = 0; i < n; i++) {
-        PyObject *t = PyList_GET_ITEM(h, i), *name, *value;
-        const char *v;
-        long long off = 0;
-        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2)
-            return 2;
-        name = PyTuple_GET_ITEM(t, 0);
-        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "kafka-ordered.moved") == 0)
-            return 2;
-        if (PyUnicode_Compare(name, S_STAMP_HEADER) != 0)
-            continue;
-        value = PyTuple_GET_ITEM(t, 1);
-        if (plen == 0 || !PyBytes_Check(value))
-            return 2;
-        vlen = PyBytes_GET_SIZE(value);
-        v = PyBytes_AS_STRING(value);
-        if (vlen <= plen || vlen - plen > 18 || memcmp(v, prefix, (size_t)plen) != 0)
-            return 2;
-        for (j = plen; j < vlen; j++) {
-            if (v[j] < '0' || v[j] > '9')
-                return 2;
-            off = off * 10 + (v[j] - '0');
-        }
-        if (!found || off > *best)
-            *best = off;
-        found = 1;
-    }
-    return found;
-}
 
 /* take_stamps(messages, prefix): for confluent_kafka Messages without
  * errors (a list): remove the stamps "<prefix><digits>" of this consumer's

@@ -4,7 +4,7 @@ client's (positions, commits, pause, seek, consume)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -26,6 +26,17 @@ def _fill(admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], top
 
 def _start(c: OrderedConsumer, topic: str) -> None:
     c.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
+
+
+def _batched(admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], consumer: OrderedConsumer,
+             topic: str) -> Tuple[Dict[int, int], Dict[int, List[int]]]:
+    """Fill the topic, start ``consumer`` and poll until it keeps records of
+    partition 0 back: the ends of both partitions and the offsets returned."""
+    ends = _fill(admin, make_producer, topic)
+    _start(consumer, topic)
+    got: Dict[int, List[int]] = {0: [], 1: []}
+    _poll_until_batched(consumer, got)
+    return ends, got
 
 
 def _poll_until_batched(c: OrderedConsumer, got: Dict[int, List[int]], partition: int = 0) -> None:
@@ -54,11 +65,8 @@ def test_pause_mid_batch_returns_nothing_more_of_the_partition_and_resume_loses_
     admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], make_consumer: Callable[..., OrderedConsumer],
     topic: str,
 ) -> None:
-    ends = _fill(admin, make_producer, topic)
     c = make_consumer()
-    _start(c, topic)
-    got: Dict[int, List[int]] = {0: [], 1: []}
-    _poll_until_batched(c, got)
+    ends, got = _batched(admin, make_producer, c, topic)
     for p in (0, 1):
         want = got[p][-1] + 1 if got[p] else 0
         assert c.position([TopicPartition(topic, p)])[0].offset == want, "position counts only returned records"
@@ -75,11 +83,8 @@ def test_seek_mid_batch_and_consume_after_poll_continue_where_asked(
     admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], make_consumer: Callable[..., OrderedConsumer],
     topic: str,
 ) -> None:
-    ends = _fill(admin, make_producer, topic)
     c = make_consumer()
-    _start(c, topic)
-    got: Dict[int, List[int]] = {0: [], 1: []}
-    _poll_until_batched(c, got)
+    ends, got = _batched(admin, make_producer, c, topic)
     c.seek(TopicPartition(topic, 0, 7))
     got[0] = list(range(7))
     batch = c.consume(PER_PARTITION, 10.0)  # the rest of the batch first, then the client's
@@ -94,12 +99,9 @@ def test_commit_and_close_mid_batch_commit_only_returned_records(
     admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], make_consumer: Callable[..., OrderedConsumer],
     topic: str, unique: Callable[[str], str],
 ) -> None:
-    _fill(admin, make_producer, topic)
     group = unique("g")
     c = make_consumer(group)
-    _start(c, topic)
-    got: Dict[int, List[int]] = {0: [], 1: []}
-    _poll_until_batched(c, got)
+    _, got = _batched(admin, make_producer, c, topic)
     kept = len(c._batch.records)
     want = {p: (got[p][-1] + 1 if got[p] else 0) for p in (0, 1)}
     c.commit(asynchronous=False)
