@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from .history import LayoutHistory
     from .metrics import LayoutViewMetrics
 
-__all__ = ["TP", "Stamp", "Pending", "Answered", "ConsumerPort", "ProducerPort", "OffsetsPort", "LayoutView", "LayoutWriter",
-           "LogResources"]
+__all__ = ["TP", "Stamp", "Pending", "Answered", "ConsumerPort", "ProducerPort", "OffsetsPort", "LayoutView",
+           "LayoutWriter", "LogResources"]
 
 TP = Tuple[str, int]
 T = TypeVar("T")
