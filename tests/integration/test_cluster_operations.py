@@ -23,6 +23,7 @@ from kafka_ordered.errors import PlacementError
 from kafka_ordered.testing import KafkaCluster
 
 from ..conftest import broker_kind
+from .support import one_split
 
 pytestmark = pytest.mark.skipif(broker_kind() != "kafka", reason="needs Apache Kafka clusters "
                                 "(KAFKA_ORDERED_BROKER=kafka); the embedded broker has one node and no racks")
@@ -265,6 +266,108 @@ def test_reading_a_groups_commits_survives_its_coordinator_broker_dying(
     assert reader.returncode == 0, f"the reading process died ({reader.returncode}): {tail}"
     reads, _failures, since_last = out.split()
     assert int(reads) > 0 and float(since_last) < 3.0, out  # reads went on once the broker was back
+
+
+#: One ordered consumer (argv[1]: confluent, kafka-python or aiokafka) of
+#: partition 1 of a split topic, whose gate waits on partition 0, which no
+#: member commits: the gate's read of the group's commit of partition 0 is due
+#: every 10 ms. Polls for argv[7] seconds; prints the polls, the partitions
+#: still held at a gate, and the offsets of partition 1 it was given.
+_HELD_LOOP = """
+import asyncio, sys, time
+client, bootstrap, layout_topic, topic, group, start, secs = sys.argv[1:8]
+opts = {"ordered.layout.topic": layout_topic, "ordered.commit.interval.ms": 20}
+end = time.monotonic() + float(secs)
+polls, got = 0, []
+if client == "confluent":
+    from confluent_kafka import TopicPartition
+    from kafka_ordered import OrderedConsumer
+    c = OrderedConsumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         **opts})
+    c.assign([TopicPartition(topic, 1)])
+    while time.monotonic() < end:
+        got += [m.offset() for m in c.consume(100, 0.05) if m.error() is None and m.partition() == 1]
+        polls += 1
+    held = [g.partition for g in c.gate_status()]
+    c.close()
+elif client == "kafka-python":
+    from kafka import TopicPartition
+    from kafka_ordered.kafka_python import OrderedKafkaConsumer
+    c = OrderedKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                             fetch_max_wait_ms=50, **opts)
+    c.assign([TopicPartition(topic, 1)])
+    while time.monotonic() < end:
+        got += [r.offset for tp, rs in c.poll(timeout_ms=50).items() if tp.partition == 1 for r in rs]
+        polls += 1
+    held = [g.partition for g in c.gate_status()]
+    c.close(autocommit=False)
+else:
+    from aiokafka.structs import TopicPartition
+    from kafka_ordered.aiokafka import OrderedAIOKafkaConsumer
+
+    async def run():
+        global polls, held
+        c = OrderedAIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                                    fetch_max_wait_ms=50, **opts)
+        await c.start()
+        try:
+            await c.assign([TopicPartition(topic, 1)])
+            while time.monotonic() < end:
+                rs = await c.getmany(timeout_ms=50)
+                got.extend(r.offset for tp, recs in rs.items() if tp.partition == 1 for r in recs)
+                polls += 1
+            held = [g.partition for g in c.gate_status()]
+        finally:
+            await c.stop()
+
+    asyncio.run(run())
+print(polls, ",".join(map(str, held)), int(all(o < int(start) for o in got)), flush=True)
+"""
+
+
+def test_gates_reading_a_groups_commits_survive_its_coordinator_broker_dying(
+        cluster_or_skip: KafkaCluster, admin: LayoutAdmin, unique: Any, client_config: Dict[str, Any],
+        layout_topic: str, make_producer: Any) -> None:
+    """A member whose gate waits on a partition no member of its group
+    commits reads the group's commit of it again and again, in the
+    background of its polls, on each of the three clients, while the group
+    coordinator's broker is SIGKILLed and started again: the process lives
+    on, polls go on, the gate stays closed and nothing behind it is given.
+    Read through librdkafka's admin ListConsumerGroupOffsets, the consumer
+    process crashed (SIGABRT on ``eonce->refcnt > 0``: librdkafka issue
+    5040) in a chaos run of CI."""
+    cluster = cluster_or_skip
+    topic, group = unique("t"), unique("g")
+    start, _ = one_split(admin, make_producer(), topic)
+    raw = AdminClient(client_config)
+    coordinator: Dict[str, int] = {}
+
+    def found() -> bool:
+        try:
+            coordinator["id"] = raw.describe_consumer_groups([group])[group].result().coordinator.id
+        except Exception:
+            return False
+        return True
+
+    _wait(found, 60, "no coordinator of the group")
+    victim = next(i for i in range(cluster.nodes) if cluster.node_id(i) == coordinator["id"])
+    loops = {client: subprocess.Popen([sys.executable, "-c", _HELD_LOOP, client, client_config["bootstrap.servers"],
+                                       layout_topic, topic, group, str(start), "22"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for client in ("confluent", "kafka-python", "aiokafka")}
+    try:
+        time.sleep(6)
+        cluster.kill(victim)
+        time.sleep(6)
+    finally:
+        cluster.start_node(victim)
+        outs = {client: p.communicate(timeout=120) for client, p in loops.items()}
+        cluster.wait_healthy()
+    for client, (out, err) in outs.items():
+        tail = [line for line in err.splitlines() if not line.startswith("%")][-5:]
+        assert loops[client].returncode == 0, f"the {client} consumer died ({loops[client].returncode}): {tail}"
+        polls, held, behind_only = out.split()
+        assert int(polls) > 50 and held == "1" and behind_only == "1", (client, out)
 
 
 def _commits(consumer: Any, topic: str) -> bool:
