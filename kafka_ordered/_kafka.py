@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 import time
 import uuid
 import weakref
-from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar
 
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -25,6 +24,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from . import _credentials
+from ._ports import Later
 from .config import internal_config
 from .errors import BrokerUnavailableError, KafkaOrderedError, UnknownTopicError, for_code, translate
 
@@ -456,7 +456,7 @@ class OffsetReader:
             return {}
         return self._list(want, OffsetSpec.earliest(), timeout or self.timeout, "reading log-start offsets")
 
-    def start_offsets_later(self, tps: Iterable[TP], timeout: Optional[float] = None) -> "Later[Dict[TP, int]]":
+    def start_offsets_later(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Later[Dict[TP, int]]:
         """:meth:`start_offsets` on the reader's worker thread: returns at
         once (see :class:`Later`)."""
         with self._lock:
@@ -464,20 +464,6 @@ class OffsetReader:
                 self._worker = ThreadPoolExecutor(1, thread_name_prefix="kafka-ordered-offsets")
             worker = self._worker
         return Later(worker.submit(self.start_offsets, list(tps), timeout))
-
-    def group_commits(self, group: str, tps: Iterable[TP], timeout: Optional[float] = None) -> "GroupCommits":
-        """The commits of ``group`` on ``tps``, read without waiting (an
-        OffsetFetch through the admin client; the answer arrives on
-        librdkafka's thread): see :class:`GroupCommits`. ``timeout``: seconds
-        the request may take (default: the reader's timeout)."""
-        if self._admin is None:
-            self._admin = new_admin(self._conn)
-        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in sorted(set(tps))])
-        try:
-            fs = self._admin.list_consumer_group_offsets([request], request_timeout=timeout or self.timeout)
-        except KafkaException as e:
-            raise translate(e, f"reading the commits of group {group}", api="OffsetFetch") from e
-        return GroupCommits(fs[group], group)
 
     @property
     def clients(self) -> int:
@@ -514,39 +500,3 @@ class OffsetReader:
         self._admin = None
 
 
-class GroupCommits:
-    """:class:`~kafka_ordered._ports.Pending` commits of one group
-    (:meth:`OffsetReader.group_commits`): ``{(topic, partition): offset}``,
-    partitions without a commit left out."""
-
-    __slots__ = ("_future", "_group")
-
-    def __init__(self, future: Any, group: str) -> None:
-        self._future = future
-        self._group = group
-
-    def done(self) -> bool:
-        return bool(self._future.done())
-
-    def result(self) -> Dict[TP, int]:
-        try:
-            got = self._future.result()
-        except KafkaException as e:
-            raise translate(e, f"reading the commits of group {self._group}", api="OffsetFetch") from e
-        return {(tp.topic, tp.partition): tp.offset for tp in got.topic_partitions if tp.offset >= 0}
-
-
-class Later(Generic[_T]):
-    """:class:`~kafka_ordered._ports.Pending` over a ``concurrent.futures.Future``
-    whose call raises :class:`~kafka_ordered.errors.KafkaOrderedError` (as is)."""
-
-    __slots__ = ("_future",)
-
-    def __init__(self, future: "Future[_T]") -> None:
-        self._future = future
-
-    def done(self) -> bool:
-        return self._future.done()
-
-    def result(self) -> _T:
-        return self._future.result()

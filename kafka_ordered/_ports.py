@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Iterable, List, Optional, Protocol, Tuple, TypeVar
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from .history import LayoutHistory
     from .metrics import LayoutViewMetrics
 
-__all__ = ["TP", "Stamp", "Pending", "Answered", "ConsumerPort", "ProducerPort", "OffsetsPort", "LayoutView",
+__all__ = ["TP", "Stamp", "Pending", "Answered", "Later", "ConsumerPort", "ProducerPort", "OffsetsPort", "LayoutView",
            "LayoutWriter", "LogResources"]
 
 TP = Tuple[str, int]
@@ -53,6 +55,22 @@ class Answered(Generic[T]):
 
     def result(self) -> T:
         return self._value
+
+
+class Later(Generic[T]):
+    """A :class:`Pending` over a ``concurrent.futures.Future`` whose work
+    raises :class:`~kafka_ordered.errors.KafkaOrderedError` (passed on as is)."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future: "Future[T]") -> None:
+        self._future = future
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def result(self) -> T:
+        return self._future.result()
 
 
 @dataclass(frozen=True)
@@ -146,11 +164,6 @@ class OffsetsPort(Protocol):
 
     def end_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The log-end offset of each partition, at least as late as the call."""
-
-    def group_commits(self, group: str, tps: Iterable[TP], timeout: Optional[float] = None
-                      ) -> Pending[Dict[TP, int]]:
-        """The commits of ``group`` on ``tps`` (partitions without one left
-        out), read without waiting: the request is sent now."""
 
     def start_offsets_later(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Pending[Dict[TP, int]]:
         """:meth:`start_offsets` without waiting: the read is started now."""
