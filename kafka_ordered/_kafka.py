@@ -194,6 +194,8 @@ class OffsetReader:
         self._lock = threading.Lock()
         self._used = time.monotonic()
         self._worker: Optional[ThreadPoolExecutor] = None
+        #: Consumers of groups whose commits are read (group_commits), used on the worker only.
+        self._group_readers: Dict[str, Consumer] = {}
 
     @property
     def connected(self) -> bool:
@@ -458,17 +460,56 @@ class OffsetReader:
 
     def start_offsets_later(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Later[Dict[TP, int]]:
         """:meth:`start_offsets` on the reader's worker thread: returns at
-        once (see :class:`Later`)."""
+        once (see :class:`~kafka_ordered._ports.Later`)."""
+        return Later(self._work().submit(self.start_offsets, list(tps), timeout))
+
+    def group_commits(self, group: str, tps: Iterable[TP], timeout: Optional[float] = None) -> Later[Dict[TP, int]]:
+        """The commits of ``group`` on ``tps`` (partitions without one, or
+        whose commit the coordinator could not give, left out), read on the
+        reader's worker thread: returns at once (see
+        :class:`~kafka_ordered._ports.Later`). ``timeout``: seconds the read
+        may take (default: the reader's timeout).
+
+        Read by a consumer of the group that never joins it (one per group,
+        kept until :meth:`close`). Not by the admin client: librdkafka's
+        admin ListConsumerGroupOffsets crashed the process (SIGABRT on
+        ``eonce->refcnt > 0``, librdkafka issue 5040) when the coordinator's
+        broker was killed. Nor by the application's consumer: with
+        confluent-kafka 2.16, its ``committed`` called from this thread
+        while the application polled took 33 s (its timeout was 1 s)."""
+        want = [TopicPartition(t, p) for t, p in sorted(set(tps))]
+        return Later(self._work().submit(self._group_commits, group, want, timeout or self.timeout))
+
+    def _group_commits(self, group: str, want: List[TopicPartition], timeout: float) -> Dict[TP, int]:
+        reader = self._group_readers.get(group)
+        if reader is None:
+            reader = self._group_readers[group] = Consumer({
+                **internal_config(self._conn, "consumer"), "group.id": group,
+                "enable.auto.commit": False, "enable.auto.offset.store": False,
+                "log_level": self._conn.get("log_level", 3),
+            })
+        try:
+            got = reader.committed(want, timeout=timeout)
+        except KafkaException as e:
+            raise translate(e, f"reading the commits of group {group}", api="OffsetFetch") from e
+        return {(r.topic, r.partition): r.offset for r in got if r.error is None and r.offset >= 0}
+
+    def _work(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._worker is None:
                 self._worker = ThreadPoolExecutor(1, thread_name_prefix="kafka-ordered-offsets")
-            worker = self._worker
-        return Later(worker.submit(self.start_offsets, list(tps), timeout))
+            return self._worker
+
+    def _close_group_readers(self) -> None:
+        readers, self._group_readers = list(self._group_readers.values()), {}
+        for c in readers:
+            c.close()
 
     @property
     def clients(self) -> int:
-        """librdkafka client instances this reader has open (its consumer, if made)."""
-        return 0 if self._consumer is None else 1
+        """librdkafka client instances this reader has open (its consumer, if
+        made, and one consumer per group whose commits it read)."""
+        return (0 if self._consumer is None else 1) + len(self._group_readers)
 
     def close_if_idle(self, idle_s: float) -> bool:
         """Close the consumer when it has not been used for ``idle_s`` seconds
@@ -494,6 +535,7 @@ class OffsetReader:
             c, self._consumer = self._consumer, None
             worker, self._worker = self._worker, None
         if worker is not None:
+            worker.submit(self._close_group_readers)  # after the reads queued before it, on their thread
             worker.shutdown(wait=False)
         if c is not None:
             c.close()

@@ -165,6 +165,11 @@ class OffsetsPort(Protocol):
     def end_offsets(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         """The log-end offset of each partition, at least as late as the call."""
 
+    def group_commits(self, group: str, tps: Iterable[TP], timeout: Optional[float] = None
+                      ) -> Pending[Dict[TP, int]]:
+        """The commits of ``group`` on ``tps`` (partitions without one left
+        out), read without waiting: the request is sent now."""
+
     def start_offsets_later(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Pending[Dict[TP, int]]:
         """:meth:`start_offsets` without waiting: the read is started now."""
 

@@ -6,7 +6,6 @@ import functools
 import logging
 import operator
 import time
-from concurrent.futures import ThreadPoolExecutor
 from itertools import compress
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
@@ -18,7 +17,7 @@ from .._fastpath import fast_fetch, take_stamps
 from .._gating import KEEP_IN_HAND_BYTES, KEEP_IN_HAND_RECORDS, GatingCore, GatingOptions, StartRead
 from .._grouped import from_hand
 from .._pollbatch import PollBatch
-from .._ports import TP, Later, Pending
+from .._ports import TP, OffsetsPort, Pending
 from ..config import CONFLUENT_CONSUMER_OPTIONS, client_bool, client_config, client_int, metrics_client_id, split_config
 from ..errors import ConfigError, KafkaOrderedError, translate
 from ..gates import GateStatus, ResetPolicy, reset_policy
@@ -87,11 +86,13 @@ _is_none = functools.partial(operator.is_, None)
 class _ConsumerPort:
     """:class:`~kafka_ordered._ports.ConsumerPort` over a confluent ``Consumer``."""
 
-    def __init__(self, consumer: Consumer, timeout: float, batch: PollBatch[Message]) -> None:
+    def __init__(self, consumer: Consumer, timeout: float, batch: PollBatch[Message], group: str,
+                 reader: OffsetsPort) -> None:
         self.consumer = consumer
         self.timeout = timeout
         self.batch = batch
-        self.worker: Optional[ThreadPoolExecutor] = None
+        self.group = group
+        self.reader = reader
 
     def partitions(self, tps: List[TP]) -> List[TopicPartition]:
         return [TopicPartition(t, p) for t, p in tps]
@@ -113,19 +114,7 @@ class _ConsumerPort:
         return {(r.topic, r.partition): r.offset for r in res if r.offset >= 0}
 
     def committed_later(self, tps: List[TP], timeout: float) -> Pending[Dict[TP, int]]:
-        # The consumer's own OffsetFetch (through its group's coordinator) on a
-        # worker thread: librdkafka's admin ListConsumerGroupOffsets crashed
-        # the process when the coordinator's broker was killed (issue 5040).
-        if self.worker is None:
-            self.worker = ThreadPoolExecutor(1, thread_name_prefix="kafka-ordered-commits")
-        return Later(self.worker.submit(self.committed, list(tps), timeout))
-
-    def close(self) -> None:
-        """Wait for a commit read on the worker (it gives up after its
-        timeout): the consumer may not be closed under it."""
-        worker, self.worker = self.worker, None
-        if worker is not None:
-            worker.shutdown(wait=True)
+        return self.reader.group_commits(self.group, tps, timeout)
 
     def positions(self, tps: List[TP]) -> Dict[TP, int]:
         out = {(p.topic, p.partition): p.offset for p in self.consumer.position(self.partitions(tps))}
@@ -203,8 +192,8 @@ class OrderedConsumer:
                                 auto_store)
         self._batch: PollBatch[Message] = PollBatch(_tp, Message.offset,  # type: ignore[arg-type]
                                                     opts["ordered.poll.batch.records"])
-        self._port = _ConsumerPort(self._consumer, options.timeout, self._batch)
-        self._core = GatingCore(self._port, shared.follower, shared.offsets, options)
+        port = _ConsumerPort(self._consumer, options.timeout, self._batch, str(conf["group.id"]), shared.offsets)
+        self._core = GatingCore(port, shared.follower, shared.offsets, options)
         self._core.keep_in_hand = True
         self._core.kept_offset = Message.offset  # type: ignore[assignment]
         self._core.kept_size = _size
@@ -798,7 +787,6 @@ class OrderedConsumer:
         try:
             self._commit_before_losing(list(self._core.owned))
             self._batch.drop()
-            self._port.close()
             self._consumer.close()
         finally:
             self._core.close()

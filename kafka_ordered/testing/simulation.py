@@ -462,6 +462,10 @@ class _SimOffsets:
     def open_transactions(self, tps: Iterable[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
         return {}
 
+    def group_commits(self, group: str, tps: Iterable[TP], timeout: Optional[float] = None
+                      ) -> Answered[Dict[TP, int]]:  # pragma: no cover - members read through their ports
+        raise NotImplementedError("simulated members read the group's commits through _SimClient")
+
 
 class _SimClient:
     """:class:`~kafka_ordered._ports.ConsumerPort`: one member's fake client

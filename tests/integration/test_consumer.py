@@ -432,24 +432,25 @@ def test_records_kept_in_hand_come_out_one_by_one_through_poll(
     assert ends == [last[0] + 1, last[1] + 1]
 
 
-def test_a_groups_commits_are_read_without_waiting(bootstrap: str, topic: str, unique: Callable[[str], str],
-                                                 ordered_config: Dict[str, Any]) -> None:
-    """What a gate's re-read of other members' commits uses (the consumer
-    port's ``committed_later``: the consumer's own OffsetFetch on a worker
-    thread): the request is sent at once, the answer taken when it came;
-    partitions without a commit are left out, as from Consumer.committed."""
+def test_a_groups_commits_are_read_without_waiting(bootstrap: str, topic: str, unique: Callable[[str], str]) -> None:
+    """What a gate's re-read of other members' commits uses
+    (OffsetReader.group_commits): the request is sent at once, the answer
+    taken when it came; partitions without a commit are left out, as from
+    Consumer.committed."""
+    from kafka_ordered._kafka import OffsetReader
+
     from ..conftest import create_plain_topic
 
     create_plain_topic(bootstrap, topic, 2)
     group = unique("g")
     commit_as_group(bootstrap, group, topic, 0, 7)
-    c = OrderedConsumer({**ordered_config, "group.id": group})
+    reader = OffsetReader({"bootstrap.servers": bootstrap})
     try:
-        pending = c._port.committed_later([(topic, 1), (topic, 0)], 10.0)
+        pending = reader.group_commits(group, [(topic, 1), (topic, 0)], 10.0)
         deadline = time.monotonic() + 10
         while not pending.done():
             assert time.monotonic() < deadline, "no answer within 10 s"
             time.sleep(0.001)
         assert pending.result() == {(topic, 0): 7}
     finally:
-        c.close()
+        reader.close()
