@@ -239,18 +239,7 @@ def test_reading_a_groups_commits_survives_its_coordinator_broker_dying(
         _wait(lambda: _commits(committer, topic), 60, "the group's commits were refused")
     finally:
         committer.close()
-    raw = AdminClient(client_config)
-    coordinator: Dict[str, int] = {}
-
-    def found() -> bool:
-        try:
-            coordinator["id"] = raw.describe_consumer_groups([group])[group].result().coordinator.id
-        except Exception:
-            return False
-        return True
-
-    _wait(found, 60, "no coordinator of the group")
-    victim = next(i for i in range(cluster.nodes) if cluster.node_id(i) == coordinator["id"])
+    victim = _coordinator_node(cluster, client_config, group)
     reader = subprocess.Popen([sys.executable, "-c", _COMMITTED_LOOP, client_config["bootstrap.servers"],
                                layout_topic, group, topic, "24"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -339,18 +328,7 @@ def test_gates_reading_a_groups_commits_survive_its_coordinator_broker_dying(
     cluster = cluster_or_skip
     topic, group = unique("t"), unique("g")
     start, _ = one_split(admin, make_producer(), topic)
-    raw = AdminClient(client_config)
-    coordinator: Dict[str, int] = {}
-
-    def found() -> bool:
-        try:
-            coordinator["id"] = raw.describe_consumer_groups([group])[group].result().coordinator.id
-        except Exception:
-            return False
-        return True
-
-    _wait(found, 60, "no coordinator of the group")
-    victim = next(i for i in range(cluster.nodes) if cluster.node_id(i) == coordinator["id"])
+    victim = _coordinator_node(cluster, client_config, group)
     loops = {client: subprocess.Popen([sys.executable, "-c", _HELD_LOOP, client, client_config["bootstrap.servers"],
                                        layout_topic, topic, group, str(start), "22"],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -368,6 +346,22 @@ def test_gates_reading_a_groups_commits_survive_its_coordinator_broker_dying(
         assert loops[client].returncode == 0, f"the {client} consumer died ({loops[client].returncode}): {tail}"
         polls, held, behind_only = out.split()
         assert int(polls) > 50 and held == "1" and behind_only == "1", (client, out)
+
+
+def _coordinator_node(cluster: KafkaCluster, client_config: Dict[str, Any], group: str) -> int:
+    """The index in ``cluster`` of the node that coordinates ``group``."""
+    raw = AdminClient(client_config)
+    coordinator: Dict[str, int] = {}
+
+    def found() -> bool:
+        try:
+            coordinator["id"] = raw.describe_consumer_groups([group])[group].result().coordinator.id
+        except Exception:
+            return False
+        return True
+
+    _wait(found, 60, "no coordinator of the group")
+    return next(i for i in range(cluster.nodes) if cluster.node_id(i) == coordinator["id"])
 
 
 def _commits(consumer: Any, topic: str) -> bool:
