@@ -19,7 +19,7 @@ from .. import _log
 from .._fastpath import admits_runs, calm_rest, calm_wait
 from .._gating import GatingCore, GatingOptions, PollCycle
 from .._grouped import released_in_hand, serialized_size, take
-from .._ports import TP, Later, Pending
+from .._ports import TP, OffsetsPort, Pending
 from ..config import (
     CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, dotted, kafka_python_connection_config, metrics_client_id, split_config,
     truthy,
@@ -98,10 +98,13 @@ class _ConsumerPort:
     """:class:`~kafka_ordered._ports.ConsumerPort` over an ``AIOKafkaConsumer``
     (called on the bridge's worker; each client call runs on the loop)."""
 
-    def __init__(self, consumer: AIOKafkaConsumer, bridge: LoopBridge, timeout: float) -> None:
+    def __init__(self, consumer: AIOKafkaConsumer, bridge: LoopBridge, timeout: float, group: str) -> None:
         self.consumer = consumer
         self.bridge = bridge
         self.timeout = timeout
+        self.group = group
+        #: The process's offset reader, once the consumer started (see ``start``).
+        self.reader: Optional[OffsetsPort] = None
 
     def partitions(self, tps: List[TP]) -> List[TopicPartition]:
         return [TopicPartition(t, p) for t, p in tps]
@@ -148,17 +151,9 @@ class _ConsumerPort:
         return _commits(res)
 
     def committed_later(self, tps: List[TP], timeout: float) -> Pending[Dict[TP, int]]:
-        # The coordinator's OffsetFetch on the loop (not librdkafka's admin
-        # ListConsumerGroupOffsets: it crashed the process when the
-        # coordinator's broker was killed, librdkafka issue 5040).
-        return Later(self.bridge.spawn(self._committed, self.partitions(tps), timeout))
-
-    async def _committed(self, partitions: List[TopicPartition], timeout: float) -> Dict[TP, int]:
-        try:
-            res = await asyncio.wait_for(self.consumer._coordinator.fetch_committed_offsets(partitions), timeout)
-        except (KafkaError, asyncio.TimeoutError) as e:
-            raise translate(e, "reading committed offsets") from e
-        return _commits(res)
+        if self.reader is None:
+            raise RuntimeError("the consumer's layout-log resources are not open")
+        return self.reader.group_commits(self.group, tps, timeout)
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         if asynchronous:
@@ -269,7 +264,7 @@ class OrderedAIOKafkaConsumer:
         self._consumer = AIOKafkaConsumer(**conf)
         self._shared: Optional[_log.Shared] = None
         self._core_: Optional[GatingCore] = None
-        self._port = _ConsumerPort(self._consumer, self._bridge, self._options.timeout)
+        self._port = _ConsumerPort(self._consumer, self._bridge, self._options.timeout, self._group_id)
         self._closed = False
         #: A read that started an assignment failed for good: raised out of
         #: the next getmany (aiokafka only logs a listener's error).
@@ -299,6 +294,7 @@ class OrderedAIOKafkaConsumer:
             self._bridge.close()
             raise
         self._shared = shared
+        self._port.reader = shared.offsets
         core = GatingCore(self._port, shared.follower, shared.offsets, self._options)
         # Holds in hand: a split replay is not paused and sought back at
         # every gate (aiokafka drops what it prefetched of a paused partition).
@@ -335,6 +331,7 @@ class OrderedAIOKafkaConsumer:
     async def _release(self) -> None:
         core, shared = self._core_, self._shared
         self._core_ = self._shared = None
+        self._port.reader = None
         await self._bridge.release(core, shared)
 
     async def __aenter__(self) -> "OrderedAIOKafkaConsumer":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Type
 
@@ -15,7 +14,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from .. import _log
 from .._gating import GatingCore, GatingOptions, StartRead
-from .._ports import TP, Later, Pending
+from .._ports import TP, OffsetsPort, Pending
 from ._assignor import OrderedAssignor, register_layouts, unregister_layouts
 from ..config import (
     CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, kafka_python_connection_config, metrics_client_id, split_config, truthy,
@@ -46,9 +45,11 @@ def _commits(res: Mapping[TopicPartition, Any]) -> Dict[TP, int]:
 class _ConsumerPort:
     """:class:`~kafka_ordered._ports.ConsumerPort` over a ``KafkaConsumer``."""
 
-    def __init__(self, consumer: KafkaConsumer, timeout: float) -> None:
+    def __init__(self, consumer: KafkaConsumer, timeout: float, group: str, reader: OffsetsPort) -> None:
         self.consumer = consumer
         self.timeout = timeout
+        self.group = group
+        self.reader = reader
         self.coordinator: Any = getattr(consumer, "_coordinator", None)
         # Inside a rebalance callback commits are collected here and awaited there.
         self.defer: Optional[Dict[TopicPartition, OffsetAndMetadata]] = None
@@ -84,21 +85,7 @@ class _ConsumerPort:
         return _commits(res)
 
     def committed_later(self, tps: List[TP], timeout: float) -> Pending[Dict[TP, int]]:
-        # The coordinator's OffsetFetch as a task of the client's IO loop,
-        # which the next polls drive (not librdkafka's admin
-        # ListConsumerGroupOffsets: it crashed the process when the
-        # coordinator's broker was killed, librdkafka issue 5040).
-        answer: "Future[Dict[TP, int]]" = Future()
-
-        def failed(e: BaseException) -> None:
-            answer.set_exception(translate(e, "reading committed offsets") if isinstance(e, KafkaError) else e)
-
-        coordinator = self.coordinator
-        sent = coordinator._manager.call_soon(coordinator.fetch_committed_offsets_async, self.partitions(tps),
-                                              int(timeout * 1000))
-        sent.add_callback(lambda res: answer.set_result(_commits(res)))
-        sent.add_errback(failed)
-        return Later(answer)
+        return self.reader.group_commits(self.group, tps, timeout)
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         kp = {TopicPartition(t, p): OffsetAndMetadata(off, "", -1) for (t, p), off in sorted(offsets.items())}
@@ -183,7 +170,7 @@ class OrderedKafkaConsumer:
             shared.release()
             raise
         options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto_offset_reset", "latest")))
-        self._port = _ConsumerPort(self._consumer, options.timeout)
+        self._port = _ConsumerPort(self._consumer, options.timeout, self._group_id, shared.offsets)
         self._core = GatingCore(self._port, shared.follower, shared.offsets, options)
         # Holds in hand: a split replay is not paused and sought back at
         # every gate (kafka-python drops what it fetched of a paused partition).
