@@ -173,6 +173,16 @@ _LIST_ATTEMPT_S = 2.0
 _RENEW_S = 1.0
 
 
+def group_reader(conn: Mapping[str, Any], group: str, **extra: Any) -> Consumer:
+    """A consumer of ``group`` that never joins it, for reading the group's
+    commits with ``committed`` (``extra``: more librdkafka settings). Not
+    librdkafka's admin ListConsumerGroupOffsets: it crashed the process
+    (SIGABRT on ``eonce->refcnt > 0``, or SIGSEGV on NOT_COORDINATOR:
+    librdkafka issue 5040) when the coordinator's broker was killed."""
+    return Consumer({**internal_config(conn, "consumer"), "group.id": group, "enable.auto.commit": False,
+                     "enable.auto.offset.store": False, **extra})
+
+
 class OffsetReader:
     """Reads true log-end offsets and log-start offsets.
 
@@ -470,11 +480,8 @@ class OffsetReader:
         :class:`~kafka_ordered._ports.Later`). ``timeout``: seconds the read
         may take (default: the reader's timeout).
 
-        Read by a consumer of the group that never joins it (one per group,
-        kept until :meth:`close`). Not by the admin client: librdkafka's
-        admin ListConsumerGroupOffsets crashed the process (SIGABRT on
-        ``eonce->refcnt > 0``, librdkafka issue 5040) when the coordinator's
-        broker was killed. Nor by the application's consumer: with
+        Read by a :func:`group_reader` (one per group, kept until
+        :meth:`close`). Not by the application's consumer: with
         confluent-kafka 2.16, its ``committed`` called from this thread
         while the application polled took 33 s (its timeout was 1 s)."""
         want = [TopicPartition(t, p) for t, p in sorted(set(tps))]
@@ -483,11 +490,8 @@ class OffsetReader:
     def _group_commits(self, group: str, want: List[TopicPartition], timeout: float) -> Dict[TP, int]:
         reader = self._group_readers.get(group)
         if reader is None:
-            reader = self._group_readers[group] = Consumer({
-                **internal_config(self._conn, "consumer"), "group.id": group,
-                "enable.auto.commit": False, "enable.auto.offset.store": False,
-                "log_level": self._conn.get("log_level", 3),
-            })
+            reader = self._group_readers[group] = group_reader(self._conn, group,
+                                                               log_level=self._conn.get("log_level", 3))
         try:
             got = reader.committed(want, timeout=timeout)
         except KafkaException as e:

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 
 from .. import _log
-from .._kafka import partition_count, to_controller, topic_exists, wait_for_partitions
+from .._kafka import group_reader, partition_count, to_controller, topic_exists, wait_for_partitions
 from ..config import internal_config, split_config
 from ..errors import (
     BrokerUnavailableError,
@@ -730,12 +730,9 @@ class LayoutAdmin:
     def _group_reader(self, group: str) -> Consumer:
         reader = self._group_readers.get(group)
         if reader is None:
-            reader = self._group_readers[group] = Consumer({
-                **internal_config(self._rest, "consumer"), "group.id": group,
-                "enable.auto.commit": False, "enable.auto.offset.store": False,
-                # as the admin client read them: a pending transactional commit is not waited for
-                "isolation.level": "read_uncommitted",
-            })
+            # as the admin client read them: a pending transactional commit is not waited for
+            reader = self._group_readers[group] = group_reader(self._rest, group,
+                                                               **{"isolation.level": "read_uncommitted"})
         return reader
 
     def describe(self, topic: str, group: Optional[str] = None) -> TopicDescription:
