@@ -68,7 +68,8 @@ from .tombstones import HEADER as _MOVED_HEADER
 __all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route", "method",
            "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "replace_headers", "calm_wait", "calm_rest",
            "fast_fetch",
-           "fast_fetch_py", "take_stamps", "take_stamps_py"]
+           "fast_fetch_py", "take_stamps", "take_stamps_py", "fetch_shape", "fetch_shape_py", "message_bytes",
+           "message_bytes_py"]
 
 
 class PyProducerRoute:
@@ -344,6 +345,33 @@ take_stamps: Callable[[List[Any], Optional[bytes]], Tuple[Dict[int, int], List[i
     _hashing._C.take_stamps if _hashing._C is not None else take_stamps_py)
 
 
+
+
+def fetch_shape_py(messages: List[Any]) -> Tuple[List[Optional[int]], bool, bool]:
+    """The full path's first look at a fetch of confluent-kafka Messages:
+    ``(partitions, any error, any headers)``, the partitions as
+    ``Message.partition()`` gives them. The C twin (``_speedups.fetch_shape``)
+    makes the one pass without method calls; it also answers "any headers"
+    for headers librdkafka has not converted yet, even empty ones (the flag
+    only sends the caller to its per-record header pass)."""
+    return ([m.partition() for m in messages], any(m.error() is not None for m in messages),
+            any(m.headers() for m in messages))
+
+
+#: The fetch's first look in use: ``kafka_ordered._speedups.fetch_shape`` or :func:`fetch_shape_py`.
+fetch_shape: Callable[[List[Any]], Tuple[List[Optional[int]], bool, bool]] = (
+    _hashing._C.fetch_shape if _hashing._C is not None else fetch_shape_py)
+
+
+def message_bytes_py(messages: List[Any]) -> int:
+    """The key and value bytes of confluent-kafka Messages, for the bounds of
+    what a partition keeps in hand (the C twin: ``_speedups.message_bytes``)."""
+    return sum(len(m.value() or b"") + len(m.key() or b"") for m in messages)
+
+
+#: The size of kept records in use: ``kafka_ordered._speedups.message_bytes`` or :func:`message_bytes_py`.
+message_bytes: Callable[[List[Any]], int] = (
+    _hashing._C.message_bytes if _hashing._C is not None else message_bytes_py)
 
 
 def calm_wait(calm: Any, timeout: float, now: float) -> Optional[float]:

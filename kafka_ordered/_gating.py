@@ -221,14 +221,14 @@ class GatingCore:
         #: ``fetch.wait.max.ms`` once the other partitions are caught up.
         #: The adapter instead keeps the records it fetched from the hold on
         #: in :attr:`kept` (per partition, in offset order, ``kept_offset``
-        #: reads a record's offset, ``kept_size`` its size in bytes) through
+        #: reads a record's offset, ``kept_bytes`` the size of a list of them in bytes) through
         #: :meth:`keep`, and decides them again once released (the grouped
         #: path: :func:`kafka_ordered._grouped.take`); :meth:`keep` turns a
         #: hold that keeps too much into a pause (:meth:`pause_in_hand`).
         self.keep_in_hand = False
         self.kept: Dict[TP, List[Any]] = {}
         self.kept_offset: Callable[[Any], int] = lambda record: record.offset  # type: ignore[no-any-return]
-        self.kept_size: Callable[[Any], int] = lambda record: 0
+        self.kept_bytes: Callable[[List[Any]], int] = lambda records: 0
         self._kept_bytes: Dict[TP, int] = {}
         follower.add_listener(self._on_history)
 
@@ -912,7 +912,7 @@ class GatingCore:
         self.port.pause([tp])
         self.port.seek(tp, offset)
 
-    def keep(self, tp: TP, records: Sequence[Any]) -> None:
+    def keep(self, tp: TP, records: List[Any]) -> None:
         """Keep ``records`` of ``tp`` in hand after those kept already (they
         follow them in offset order; ``tp`` is held in hand, or was released
         with records still kept). A hold in hand that then keeps more than
@@ -921,7 +921,7 @@ class GatingCore:
         back to the client); a released partition keeps whatever it must."""
         recs = self.kept[tp]
         recs.extend(records)
-        size = self._kept_bytes[tp] = self._kept_bytes.get(tp, 0) + sum(map(self.kept_size, records))
+        size = self._kept_bytes[tp] = self._kept_bytes.get(tp, 0) + self.kept_bytes(records)
         if (len(recs) > KEEP_IN_HAND_RECORDS or size > KEEP_IN_HAND_BYTES) and tp in self.parts.in_hand:
             self.pause_in_hand(tp)
 
@@ -931,7 +931,7 @@ class GatingCore:
         hand)."""
         recs = self.kept[tp]
         if self._kept_bytes:
-            self._kept_bytes[tp] = self._kept_bytes.get(tp, 0) - sum(map(self.kept_size, recs[:count]))
+            self._kept_bytes[tp] = self._kept_bytes.get(tp, 0) - self.kept_bytes(recs[:count])
         del recs[:count]
         if not recs and tp not in self.parts.in_hand:
             self._forget_kept(tp)

@@ -16,7 +16,7 @@ from ._ports import TP
 from .tokens import Run, take_stamp
 from .tombstones import is_move_tombstone
 
-__all__ = ["Replace", "from_hand", "released_in_hand", "scan", "serialized_size", "take"]
+__all__ = ["Replace", "from_hand", "released_in_hand", "scan", "serialized_bytes", "take"]
 
 #: ``replace(record, headers)``: a copy of ``record`` with ``headers``.
 Replace = Callable[[Any, List[Tuple[str, bytes]]], Any]
@@ -64,10 +64,10 @@ def scan(core: GatingCore, raw: Mapping[Any, List[Any]], replace: Replace) -> Tu
     return out, runs
 
 
-def serialized_size(record: Any) -> int:
-    """A kafka-python or aiokafka record's size in bytes, for the bounds of
-    what a partition keeps in hand (:attr:`GatingCore.kept_size`)."""
-    return max(0, record.serialized_key_size) + max(0, record.serialized_value_size)  # type: ignore[no-any-return]
+def serialized_bytes(records: List[Any]) -> int:
+    """kafka-python or aiokafka records' size in bytes, for the bounds of
+    what a partition keeps in hand (:attr:`GatingCore.kept_bytes`)."""
+    return sum(max(0, r.serialized_key_size) + max(0, r.serialized_value_size) for r in records)
 
 
 def released_in_hand(core: GatingCore, among: Optional[AbstractSet[TP]] = None) -> bool:

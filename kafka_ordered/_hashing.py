@@ -34,7 +34,7 @@ NO_SPEEDUPS_ENV = "KAFKA_ORDERED_NO_SPEEDUPS"
 
 #: The interface of ``kafka_ordered._speedups`` this code needs (its ``API``):
 #: 1 hashes and LinearPartitioner; 2 also the per-record paths (_fastpath).
-SPEEDUPS_API = 4
+SPEEDUPS_API = 5
 
 _log = logging.getLogger("kafka_ordered")
 

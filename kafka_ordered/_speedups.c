@@ -19,7 +19,7 @@
 #define MASK31 0x7fffffffu
 
 /* The interface kafka_ordered._hashing checks (_hashing.SPEEDUPS_API). */
-#define SPEEDUPS_API 4
+#define SPEEDUPS_API 5
 
 /* Little-endian 32-bit load from any alignment; compilers turn this into a
  * single load on little-endian machines. */
@@ -1233,7 +1233,7 @@ static PyTypeObject CalmType = {
 };
 
 
-static PyObject *S_ERROR, *S_HEADERS, *S_TOPIC, *S_PARTITION, *S_OFFSET, *S_STAMP_HEADER, *S_SET_HEADERS;
+static PyObject *S_ERROR, *S_HEADERS, *S_TOPIC, *S_PARTITION, *S_OFFSET, *S_STAMP_HEADER, *S_SET_HEADERS, *S_VALUE, *S_KEY;
 
 /* The kafka-ordered.reg headers of header list h (for the calm check and the full path): 0 none;
  * 1 only stamps "<prefix><digits>" of this consumer's log (*best: the
@@ -1872,6 +1872,129 @@ error:
     return NULL;
 }
 
+/* truthy(o): 1 when o is set and true, 0 when unset or false, -1 on error. */
+static int
+truthy(PyObject *o)
+{
+    return o == NULL || o == Py_None ? 0 : PyObject_IsTrue(o);
+}
+
+/* fetch_shape(messages): (partitions, any error, any headers) of a list of
+ * confluent_kafka.Messages, the partitions as Message.partition() gives
+ * them, in one pass (fields read in place for message_type, else the
+ * methods called). "any headers" is also true for a record whose
+ * librdkafka headers are not converted yet, even if they turn out empty:
+ * it only sends the caller to its per-record header pass. */
+static PyObject *
+py_fetch_shape(PyObject *module, PyObject *msgs)
+{
+    PyObject *parts;
+    Py_ssize_t i, n;
+    int any_error = 0, any_headers = 0;
+    if (!PyList_CheckExact(msgs)) {
+        PyErr_SetString(PyExc_TypeError, "fetch_shape: a list of confluent_kafka.Message");
+        return NULL;
+    }
+    n = PyList_GET_SIZE(msgs);
+    parts = PyList_New(n);
+    if (parts == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *m = PyList_GET_ITEM(msgs, i), *p, *o;
+        CflMessage *cm = Py_TYPE(m) == message_type ? (CflMessage *)m : NULL;
+        int t;
+        if (cm != NULL) {
+            if (cm->partition == -1) {
+                Py_INCREF(Py_None);
+                p = Py_None;
+            } else {
+                p = PyLong_FromLong((long)cm->partition);
+            }
+            if (p == NULL)
+                goto error;
+            PyList_SET_ITEM(parts, i, p);
+            if (!any_error && cm->error != NULL && cm->error != Py_None)
+                any_error = 1;
+            if (!any_headers) {
+                t = cm->c_headers != NULL ? 1 : truthy(cm->headers);
+                if (t < 0)
+                    goto error;
+                any_headers = t;
+            }
+            continue;
+        }
+        p = call0(m, S_PARTITION);
+        if (p == NULL)
+            goto error;
+        PyList_SET_ITEM(parts, i, p);
+        if (!any_error) {
+            o = call0(m, S_ERROR);
+            if (o == NULL)
+                goto error;
+            any_error = o != Py_None;
+            Py_DECREF(o);
+        }
+        if (!any_headers) {
+            o = call0(m, S_HEADERS);
+            if (o == NULL)
+                goto error;
+            t = truthy(o);
+            Py_DECREF(o);
+            if (t < 0)
+                goto error;
+            any_headers = t;
+        }
+    }
+    return Py_BuildValue("(NOO)", parts, any_error ? Py_True : Py_False, any_headers ? Py_True : Py_False);
+error:
+    Py_DECREF(parts);
+    return NULL;
+}
+
+/* size_of(o): len(o), 0 for NULL or None; -1 on error. */
+static Py_ssize_t
+size_of(PyObject *o)
+{
+    if (o == NULL || o == Py_None)
+        return 0;
+    if (PyBytes_CheckExact(o))
+        return PyBytes_GET_SIZE(o);
+    return PyObject_Size(o);
+}
+
+/* message_bytes(messages): the key and value bytes of a list of
+ * confluent_kafka.Messages (what a partition keeps in hand). */
+static PyObject *
+py_message_bytes(PyObject *module, PyObject *msgs)
+{
+    Py_ssize_t i, n, total = 0;
+    if (!PyList_CheckExact(msgs)) {
+        PyErr_SetString(PyExc_TypeError, "message_bytes: a list of confluent_kafka.Message");
+        return NULL;
+    }
+    n = PyList_GET_SIZE(msgs);
+    for (i = 0; i < n; i++) {
+        PyObject *m = PyList_GET_ITEM(msgs, i);
+        CflMessage *cm = Py_TYPE(m) == message_type ? (CflMessage *)m : NULL;
+        Py_ssize_t k, v;
+        if (cm != NULL) {
+            v = size_of(cm->value);
+            k = v < 0 ? -1 : size_of(cm->key);
+        } else {
+            PyObject *o = call0(m, S_VALUE);
+            v = o == NULL ? -1 : size_of(o);
+            Py_XDECREF(o);
+            o = v < 0 ? NULL : call0(m, S_KEY);
+            k = o == NULL ? -1 : size_of(o);
+            Py_XDECREF(o);
+        }
+        if (v < 0 || k < 0)
+            return NULL;
+        total += k + v;
+    }
+    return PyLong_FromSsize_t(total);
+}
+
 /* ---- module ------------------------------------------------------------ */
 
 static PyMethodDef module_methods[] = {
@@ -1887,6 +2010,11 @@ static PyMethodDef module_methods[] = {
      "take_stamps($module, messages, prefix, /)\n--\n\nRemove this log's stamps (prefix + digits) from confluent_kafka "
      "Messages that carry only such kafka-ordered.reg headers: ({partition: newest stamp}, [indices left to the "
      "Python path])."},
+    {"fetch_shape", py_fetch_shape, METH_O,
+     "fetch_shape($module, messages, /)\n--\n\n(partitions, any error, any headers) of a list of confluent_kafka.Messages "
+     "in one pass."},
+    {"message_bytes", py_message_bytes, METH_O,
+     "message_bytes($module, messages, /)\n--\n\nThe key and value bytes of a list of confluent_kafka.Messages."},
     {"use_message_layout", py_use_message_layout, METH_O,
      "use_message_layout($module, type, /)\n--\n\nRead instances of type (or none: None) in place in the calm check."},
     {NULL, NULL, 0, NULL},
@@ -1927,7 +2055,10 @@ PyInit__speedups(void)
     S_OFFSET = PyUnicode_InternFromString("offset");
     S_STAMP_HEADER = PyUnicode_InternFromString("kafka-ordered.reg");
     S_SET_HEADERS = PyUnicode_InternFromString("set_headers");
-    if (!S_ERROR || !S_HEADERS || !S_TOPIC || !S_PARTITION || !S_OFFSET || !S_STAMP_HEADER || !S_SET_HEADERS)
+    S_VALUE = PyUnicode_InternFromString("value");
+    S_KEY = PyUnicode_InternFromString("key");
+    if (!S_ERROR || !S_HEADERS || !S_TOPIC || !S_PARTITION || !S_OFFSET || !S_STAMP_HEADER || !S_SET_HEADERS ||
+        !S_VALUE || !S_KEY)
         return NULL;
     KWN_TIMESTAMP = PyTuple_Pack(1, KW_TIMESTAMP);
     KWN_HEADERS = PyTuple_Pack(1, KW_HEADERS);

@@ -18,7 +18,7 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from .. import _log
 from .._fastpath import admits_runs, calm_rest, calm_wait
 from .._gating import GatingCore, GatingOptions, PollCycle
-from .._grouped import released_in_hand, serialized_size, take
+from .._grouped import released_in_hand, serialized_bytes, take
 from .._ports import TP, OffsetsPort, Pending
 from ..config import (
     CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, dotted, kafka_python_connection_config, metrics_client_id, split_config,
@@ -299,7 +299,7 @@ class OrderedAIOKafkaConsumer:
         # Holds in hand: a split replay is not paused and sought back at
         # every gate (aiokafka drops what it prefetched of a paused partition).
         core.keep_in_hand = True
-        core.kept_size = serialized_size
+        core.kept_bytes = serialized_bytes
         self._core_ = core
         self._apply_listener()
         core.subscribed = set(self._subscribed)

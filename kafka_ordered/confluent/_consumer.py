@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from . import _message  # noqa: F401  (reads Message fields in place once checked)
-from .._fastpath import fast_fetch, take_stamps
+from .._fastpath import fast_fetch, fetch_shape, message_bytes, take_stamps
 from .._gating import KEEP_IN_HAND_BYTES, KEEP_IN_HAND_RECORDS, GatingCore, GatingOptions, StartRead
 from .._grouped import from_hand
 from .._pollbatch import PollBatch
@@ -40,28 +40,27 @@ METADATA_REFRESH_MS = 5000
 #: How long ``assign`` waits for the Metadata request it sends for a new topic
 #: (see ``OrderedConsumer._learn_topics``): not for the answer.
 _METADATA_NUDGE_S = 0.001
-_headers, _partition, _topic = Message.headers, Message.partition, Message.topic
+_headers, _topic = Message.headers, Message.topic
 
 
 def _tp(m: Message) -> TP:
     return (m.topic(), m.partition())  # type: ignore[return-value]
 
 
-def _take_stamps(raw: List[Message], headers: List[Any], log_id: str, moved: List[Message]
-                 ) -> Dict[int, int]:
-    """The stamps of log ``log_id`` in ``raw`` (records without errors;
-    ``headers``: their headers), newest per partition; every
+def _take_stamps(raw: List[Message], log_id: str, moved: List[Message]) -> Dict[int, int]:
+    """The stamps of log ``log_id`` in ``raw`` (records without errors),
+    newest per partition; every
     ``kafka-ordered.reg`` header is removed on the way and move tombstones
     go into ``moved``. The records :func:`~kafka_ordered._fastpath.take_stamps`
     leaves (all with headers, without the C speed-ups) take
     :func:`~kafka_ordered.tokens.take_stamp` one by one."""
     stamps, rest = take_stamps(raw, f"{log_id}:".encode("ascii", "replace") if log_id else None)
     for i in rest:
-        h = headers[i]
-        taken = take_stamp(h, log_id)
+        m = raw[i]
+        h = m.headers()
+        taken = take_stamp(h, log_id) if h else None
         if taken is None:
             continue
-        m = raw[i]
         stamp, left = taken
         m.set_headers(left)  # type: ignore[arg-type]
         if is_move_tombstone(m.value(), h):
@@ -71,12 +70,6 @@ def _take_stamps(raw: List[Message], headers: List[Any], log_id: str, moved: Lis
             if stamp > stamps.get(p, -1):  # type: ignore[arg-type]
                 stamps[p] = stamp  # type: ignore[index]
     return stamps
-
-
-def _size(m: Message) -> int:
-    """A message's key and value bytes, for the bounds of what a partition
-    keeps in hand (:data:`KEEP_IN_HAND_RECORDS`, :data:`KEEP_IN_HAND_BYTES`)."""
-    return len(m.value() or b"") + len(m.key() or b"")
 
 
 _error = Message.error
@@ -196,7 +189,7 @@ class OrderedConsumer:
         self._core = GatingCore(port, shared.follower, shared.offsets, options)
         self._core.keep_in_hand = True
         self._core.kept_offset = Message.offset  # type: ignore[assignment]
-        self._core.kept_size = _size
+        self._core.kept_bytes = message_bytes
         self._raw_consume = consumer.consume
         self._calm = calm = self._core.calm
         # poll(timeout), consume(num_messages, timeout)
@@ -495,23 +488,36 @@ class OrderedConsumer:
         out = from_hand(self._core, num)
         return out.popitem()[1] if len(out) == 1 else [m for msgs in out.values() for m in msgs]
 
-    def _keep(self, raw: List[Message]) -> List[Message]:
+    def _keep(self, raw: List[Message], parts: List[Optional[int]], errors: bool
+              ) -> Tuple[List[Message], List[Optional[int]]]:
         """Move the records of partitions with records in hand out of ``raw``
+        (``parts``: their partitions; ``errors``: whether any is an error)
         into the core's ``kept`` (:meth:`GatingCore.keep`, which pauses a
-        hold in hand that keeps too much). (Records of other partitions are
-        not looked at one by one.)"""
+        hold in hand that keeps too much); returns what is left and its
+        partitions. (Records of other partitions are not looked at one by
+        one, nor those of a partition number all of one topic.)"""
         core = self._core
         kept = core.kept
-        parts = list(map(_partition, raw))
         numbers = {p for _, p in kept}
         hits = [n for n in numbers if n in parts]
         if not hits:
-            return raw
+            return raw, parts
         everything = range(len(raw))
         mask = bytearray(b"\x01") * len(raw)
         taken: Dict[TP, List[Message]] = {}
         for n in hits:
-            for i in compress(everything, map(n.__eq__, parts)):
+            idx = list(compress(everything, map(n.__eq__, parts)))
+            if not errors:
+                msgs = list(map(raw.__getitem__, idx))
+                names = list(map(_topic, msgs))
+                if names.count(names[0]) == len(names):
+                    tp = (str(names[0]), n)
+                    if tp in kept:
+                        taken[tp] = msgs  # type: ignore[index]
+                        for i in idx:
+                            mask[i] = 0
+                    continue
+            for i in idx:
                 m = raw[i]
                 if m.error() is not None:
                     continue
@@ -525,7 +531,7 @@ class OrderedConsumer:
                     taken[tp] = [m]
         for tp, msgs in taken.items():
             core.keep(tp, msgs)
-        return list(compress(raw, mask))
+        return list(compress(raw, mask)), list(compress(parts, mask))
 
     def _deliverable(self, raw: List[Message]) -> List[Message]:
         """What may be delivered of one fetched batch: the batch itself when no
@@ -535,19 +541,21 @@ class OrderedConsumer:
         core = self._core
         try:
             moved: List[Message] = []
-            core.ensure_fresh(self._runs(raw, moved))
+            parts, errors, headers = fetch_shape(raw)
+            core.ensure_fresh(self._runs(raw, parts, errors, headers, moved))
             if moved:  # consumed, never delivered (see kafka_ordered.tombstones)
                 hidden = set(map(id, moved))
-                raw = [m for m in raw if id(m) not in hidden]
+                keep = [id(m) not in hidden for m in raw]
+                raw, parts = list(compress(raw, keep)), list(compress(parts, keep))
             if core.kept:
-                raw = self._keep(raw)
+                raw, parts = self._keep(raw, parts, errors)
             watched = core.watched()
             if not watched:
                 return raw
             inspect = core.to_inspect(watched)
             if not inspect:
                 return raw
-            return self._cut(raw, inspect)
+            return self._cut(raw, parts, inspect)
         except BaseException:
             # Nothing of this batch reaches the application: fetch it again.
             first: Dict[TP, int] = {}
@@ -557,8 +565,7 @@ class OrderedConsumer:
             core.rewind(first)
             raise
 
-    def _cut(self, raw: List[Message], watched: Set[TP]) -> List[Message]:
-        parts = list(map(_partition, raw))
+    def _cut(self, raw: List[Message], parts: List[Optional[int]], watched: Set[TP]) -> List[Message]:
         numbers = {p for _, p in watched}
         hits = [n for n in numbers if n in parts] if len(numbers) <= 8 else numbers.intersection(parts)
         if not hits:
@@ -590,53 +597,50 @@ class OrderedConsumer:
                         self._core.keep(tp, [raw[i] for i in ok[n_ok:]])
         return raw if mask is None else list(compress(raw, mask))
 
-    def _runs(self, raw: List[Message], moved: List[Message]) -> List[Run]:
+    def _runs(self, raw: List[Message], parts: List[Optional[int]], errors: bool, headers: bool,
+              moved: List[Message]) -> List[Run]:
         """What ``raw`` holds per managed partition, for the causal-token rule
         (:func:`kafka_ordered.tokens.catch_up`); stamps are removed from the
-        records on the way. Per record this costs one C-level pass over the
-        headers and one over the partitions; records carrying headers, and
-        fetches that span several partitions, take the per-record loop, which
-        also puts move tombstones into ``moved``."""
-        if not any(map(_headers, raw)):
-            first, last = raw[0], raw[-1]
-            parts = list(map(_partition, raw))
-            if parts.count(parts[0]) == len(parts) and first.error() is None and last.error() is None:
-                topics = list(map(_topic, raw)) if len(self._core.owned_topics()) > 1 else None
-                if topics is None or topics.count(topics[0]) == len(topics):
-                    topic = first.topic()
-                    if not self._core.managed(topic):  # type: ignore[arg-type]
-                        return []
-                    return [Run((topic, parts[0]), first.offset(), last.offset(), len(raw))]  # type: ignore[arg-type]
-        runs = self._runs_of_one_topic(raw, moved)
+        records on the way. ``parts``, ``errors``, ``headers``: the fetch's
+        shape (:func:`~kafka_ordered._fastpath.fetch_shape`). Per record this
+        costs that one pass; records carrying headers, and fetches that span
+        several partitions, take the per-record loop, which also puts move
+        tombstones into ``moved``."""
+        if not headers and not errors and parts.count(parts[0]) == len(parts):
+            topics = list(map(_topic, raw)) if len(self._core.owned_topics()) > 1 else None
+            if topics is None or topics.count(topics[0]) == len(topics):
+                first = raw[0]
+                topic = first.topic()
+                if not self._core.managed(topic):  # type: ignore[arg-type]
+                    return []
+                return [Run((topic, parts[0]), first.offset(), raw[-1].offset(), len(raw))]  # type: ignore[arg-type]
+        runs = None if errors else self._runs_of_one_topic(raw, parts, headers, moved)
         return runs if runs is not None else self._runs_per_record(raw, moved)
 
-    def _runs_of_one_topic(self, raw: List[Message], moved: List[Message]) -> Optional[List[Run]]:
-        """:meth:`_runs_per_record` for a fetch without errors from a member
-        that owns partitions of one managed topic only, in C-level passes:
-        only the records carrying headers are looked at one by one (a
-        replay of history is full of stamped records). ``None``: not such a
-        fetch."""
+    def _runs_of_one_topic(self, raw: List[Message], parts: List[Optional[int]], headers: bool,
+                           moved: List[Message]) -> Optional[List[Run]]:
+        """:meth:`_runs_per_record` for a fetch without errors (``parts``:
+        its partitions; ``headers``: whether any record may carry headers)
+        from a member that owns partitions of one managed topic only, in
+        C-level passes: only the records carrying headers are looked at one
+        by one (a replay of history is full of stamped records). ``None``:
+        not such a fetch."""
         core = self._core
         owned = core.owned_topics()
-        if len(owned) != 1 or not all(map(_is_none, map(_error, raw))):
+        if len(owned) != 1:
             return None
         topic = next(iter(owned))
         if raw[0].topic() != topic or not core.managed(topic):
             return None
-        headers = list(map(_headers, raw))
-        stamps = _take_stamps(raw, headers, core.freshness.log_id, moved) if any(headers) else {}
-        parts = list(map(_partition, raw))
+        stamps = _take_stamps(raw, core.freshness.log_id, moved) if headers else {}
         numbers = set(parts)
         if len(numbers) == 1:
             n = parts[0]
             return [Run((topic, n), raw[0].offset(), raw[-1].offset(), len(raw), stamps.get(n))]  # type: ignore[arg-type]
-        everything = range(len(raw))
-        runs = []
-        for n in numbers:
-            idx = list(compress(everything, map(n.__eq__, parts)))
-            runs.append(Run((topic, n), raw[idx[0]].offset(), raw[idx[-1]].offset(), len(idx),  # type: ignore[arg-type]
-                            stamps.get(n)))  # type: ignore[arg-type]
-        return runs
+        backwards, last = parts[::-1], len(parts) - 1
+        return [Run((topic, n), raw[parts.index(n)].offset(), raw[last - backwards.index(n)].offset(),  # type: ignore[arg-type]
+                    parts.count(n), stamps.get(n))  # type: ignore[arg-type]
+                for n in numbers]
 
     def _runs_per_record(self, raw: List[Message], moved: List[Message]) -> List[Run]:
         core = self._core

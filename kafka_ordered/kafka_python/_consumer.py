@@ -25,7 +25,7 @@ from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
 from ..metrics import ConsumerMetrics
 from .._fastpath import admits_runs, calm_rest, calm_wait, replace_headers
-from .._grouped import from_hand, released_in_hand, serialized_size, take
+from .._grouped import from_hand, released_in_hand, serialized_bytes, take
 from ._compat import (call_listener, collect_finished_join, dotted, io_sleep, off_loop, resume_discarding_parked,
                       subscription_positions)
 
@@ -174,7 +174,7 @@ class OrderedKafkaConsumer:
         self._core = GatingCore(self._port, shared.follower, shared.offsets, options)
         # Holds in hand: a split replay is not paused and sought back at
         # every gate (kafka-python drops what it fetched of a paused partition).
-        self._core.kept_size = serialized_size
+        self._core.kept_bytes = serialized_bytes
         self._iterator: Optional[Iterator[Any]] = None
         if topics:
             self.subscribe(list(topics))

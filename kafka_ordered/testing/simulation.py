@@ -380,8 +380,8 @@ class _Fetched(NamedTuple):
     record: "_Record"
 
 
-def _fetched_size(rec: _Fetched) -> int:
-    return len(rec.key) + len(rec.value or b"")
+def _fetched_bytes(recs: List[_Fetched]) -> int:
+    return sum(len(rec.key) + len(rec.value or b"") for rec in recs)
 
 
 class _SimView:
@@ -520,7 +520,7 @@ class _Member:
         self.core = GatingCore(self.client, self.view, offsets, options, clock=clock)
         self.core.freshness.skip = skip
         self.core.keep_in_hand = in_hand
-        self.core.kept_size = _fetched_size
+        self.core.kept_bytes = _fetched_bytes
 
     @property
     def owned(self) -> Set[int]:

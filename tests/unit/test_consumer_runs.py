@@ -9,7 +9,7 @@ from typing import Any, List, Set
 
 import pytest
 
-from kafka_ordered import tokens
+from kafka_ordered import _fastpath, _hashing, tokens
 from kafka_ordered.confluent._consumer import OrderedConsumer
 from kafka_ordered.tombstones import HEADER as MOVED
 
@@ -67,10 +67,16 @@ def _batch(rng: random.Random) -> List[Any]:
     return out
 
 
+_SHAPES = [_fastpath.fetch_shape_py] + ([_hashing._C.fetch_shape] if _hashing._C is not None else [])
+
+
+@pytest.mark.parametrize("shape", _SHAPES, ids=lambda f: "py" if f is _fastpath.fetch_shape_py else "c")
 @pytest.mark.parametrize("seed", range(200))
-def test_the_one_topic_pass_decides_as_the_per_record_loop(seed: int) -> None:
+def test_the_one_topic_pass_decides_as_the_per_record_loop(seed: int, shape: Any) -> None:
     rng = random.Random(seed)
     batch = _batch(rng)
+    parts, errors, headers = shape(batch)
+    assert not errors
 
     def clone(ms: List[Any]) -> List[Any]:
         return [type(m)(topic=m.topic(), partition=m.partition(), offset=m.offset(), key=m.key(), value=m.value(),
@@ -80,17 +86,18 @@ def test_the_one_topic_pass_decides_as_the_per_record_loop(seed: int) -> None:
     c = _Consumer(_Core({TOPIC}, {TOPIC}))
     moved_a: List[Any] = []
     moved_b: List[Any] = []
-    a = c._runs_of_one_topic(batch, moved_a)
+    a = c._runs_of_one_topic(batch, parts, headers, moved_a)
     b = c._runs_per_record(copy, moved_b)
     assert a is not None
     assert sorted(a, key=lambda r: r.tp) == sorted(b, key=lambda r: r.tp)
     assert [m.headers() for m in batch] == [m.headers() for m in copy]
     assert [(m.partition(), m.offset()) for m in moved_a] == [(m.partition(), m.offset()) for m in moved_b]
-    assert sorted(c._runs(third, []), key=lambda r: r.tp) == sorted(b, key=lambda r: r.tp)
+    assert sorted(c._runs(third, *shape(third), []), key=lambda r: r.tp) == sorted(b, key=lambda r: r.tp)
 
 
 def test_the_one_topic_pass_leaves_other_fetches_to_the_per_record_loop() -> None:
     rng = random.Random(1)
     batch = _batch(rng)
-    assert _Consumer(_Core({TOPIC, "u"}, {TOPIC}))._runs_of_one_topic(batch, []) is None
-    assert _Consumer(_Core({TOPIC}, set()))._runs_of_one_topic(batch, []) is None
+    parts, _, headers = _fastpath.fetch_shape_py(batch)
+    assert _Consumer(_Core({TOPIC, "u"}, {TOPIC}))._runs_of_one_topic(batch, parts, headers, []) is None
+    assert _Consumer(_Core({TOPIC}, set()))._runs_of_one_topic(batch, parts, headers, []) is None

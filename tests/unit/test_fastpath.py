@@ -7,6 +7,7 @@ layout is enqueued after a switch started)."""
 from __future__ import annotations
 
 import inspect
+import random
 import sys
 import threading
 import time
@@ -876,7 +877,53 @@ def test_c_and_python_stamp_passes_end_alike(seed: int, monkeypatch: Any) -> Non
         monkeypatch.setattr(_consumer, "take_stamps", impl)
         raw = _stamped_messages(seed)
         moved: List[Any] = []
-        stamps = _consumer._take_stamps(raw, [m.headers() for m in raw], "L", moved)
+        stamps = _consumer._take_stamps(raw, "L", moved)
         ends.append((stamps, [m.offset() for m in moved], [m.headers() for m in raw]))
     assert ends[0] == ends[1]
     assert ends[0][0] and ends[0][1]  # the seeds exercise stamps and tombstones
+
+
+# -- the full path's first look at a fetch, and the size of kept records
+
+
+def _shaped_messages(seed: int) -> List[Any]:
+    from confluent_kafka import KafkaError, Message
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(rng.randint(1, 40)):
+        r = rng.random()
+        headers = [("app", b"1")] if r < 0.1 else [] if r < 0.15 else None
+        error = KafkaError(KafkaError._PARTITION_EOF) if rng.random() < 0.05 else None
+        out.append(Message(topic="t", partition=rng.choice([0, 1, 7, -1, 2**31 - 2]), offset=i,
+                           key=rng.choice([None, b"", b"k" * rng.randint(1, 9), "text-key"]),
+                           value=rng.choice([None, b"v" * rng.randint(0, 300)]), headers=headers, error=error))
+    return out
+
+
+@pytest.mark.skipif(C is None, reason="C speed-ups not built")
+@pytest.mark.parametrize("in_place", [True, False], ids=["in place", "methods"])
+@pytest.mark.parametrize("seed", range(40))
+def test_c_and_python_fetch_shapes_and_sizes_agree(seed: int, in_place: bool) -> None:
+    """``fetch_shape`` and ``message_bytes``: the C twins (reading fields in
+    place, or calling the methods) give what the pure-Python ones give."""
+    if in_place and not _message.message_layout_matches():
+        pytest.skip("this client's Message layout is not the one read in place")
+    _message.use_message_layout(in_place)
+    try:
+        batch = _shaped_messages(seed)
+        assert C.fetch_shape(batch) == _fastpath.fetch_shape_py(batch)
+        assert C.message_bytes(batch) == _fastpath.message_bytes_py(batch)
+        assert C.fetch_shape([]) == ([], False, False) and C.message_bytes([]) == 0
+    finally:
+        _message.use_message_layout(True)
+
+
+@pytest.mark.skipif(C is None, reason="C speed-ups not built")
+def test_the_c_fetch_shape_refuses_what_is_not_a_list() -> None:
+    with pytest.raises(TypeError, match="a list of confluent_kafka.Message"):
+        C.fetch_shape((1, 2))
+    with pytest.raises(TypeError, match="a list of confluent_kafka.Message"):
+        C.message_bytes(None)
+    with pytest.raises(AttributeError):
+        C.fetch_shape([object()])

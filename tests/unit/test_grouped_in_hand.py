@@ -156,7 +156,7 @@ def test_a_hold_in_hand_beyond_the_record_bound_becomes_a_pause(monkeypatch: pyt
 def test_a_hold_in_hand_beyond_the_byte_bound_becomes_a_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_gating, "KEEP_IN_HAND_BYTES", 9)
     core, port = _grouped_core()
-    core.kept_size = lambda r: r.serialized_key_size + r.serialized_value_size
+    core.kept_bytes = lambda rs: sum(r.serialized_key_size + r.serialized_value_size for r in rs)
     _fetch(core, port, {P1: _recs(1, 0, 8)})
     assert core.in_hand(TP1)  # 3 records, 6 bytes
     _fetch(core, port, {P1: _recs(1, 8, 10)})
