@@ -72,14 +72,40 @@ def _note_fetched(firsts: Dict[TP, int], raw: Dict[TopicPartition, List[Consumer
             firsts[key] = min(firsts.get(key, recs[0].offset), recs[0].offset)
 
 
+def _from_hand(cycle: PollCycle, out: Dict[TopicPartition, List[ConsumerRecord]], firsts: Dict[TP, int],
+               limit: Optional[int], among: Optional[Set[TP]]) -> Tuple[Dict[TopicPartition, List[ConsumerRecord]], bool]:
+    """Records in hand of released partitions (of ``among``) decided first,
+    without waiting for the client (:func:`~kafka_ordered._grouped.released_in_hand`),
+    and whether that ends the cycle."""
+    core = cycle.core
+    if core.kept and released_in_hand(core, among):
+        out = _decide(core, {}, out, firsts, limit, among)
+        if out:
+            cycle.done(True)
+            return out, True
+    return out, False
+
+
+def _begun(core: GatingCore, timeout: float, out: Dict[TopicPartition, List[ConsumerRecord]],
+           firsts: Dict[TP, int], limit: Optional[int], among: Optional[Set[TP]]
+           ) -> Tuple[PollCycle, Dict[TopicPartition, List[ConsumerRecord]], bool]:
+    """The start of a poll cycle on the worker (:meth:`GatingCore.poll_cycle`)
+    and :func:`_from_hand`, in one hop."""
+    cycle = core.poll_cycle(timeout)
+    return (cycle, *_from_hand(cycle, out, firsts, limit, among))
+
+
 def _decided(cycle: PollCycle, raw: Dict[TopicPartition, List[ConsumerRecord]],
-             out: Dict[TopicPartition, List[ConsumerRecord]], firsts: Dict[TP, int]
-             ) -> Tuple[Dict[TopicPartition, List[ConsumerRecord]], bool]:
-    """One fetch of a poll cycle decided on the worker (:func:`_decide`)
-    and whether the cycle is over (:meth:`PollCycle.done`), in one hop."""
+             out: Dict[TopicPartition, List[ConsumerRecord]], firsts: Dict[TP, int],
+             limit: Optional[int], among: Optional[Set[TP]]) -> Tuple[Dict[TopicPartition, List[ConsumerRecord]], bool]:
+    """One fetch of a poll cycle decided on the worker (:func:`_decide`),
+    whether the cycle is over (:meth:`PollCycle.done`), and if not, what
+    :func:`_from_hand` gives before the next fetch, in one hop."""
     if raw:
         out = _decide(cycle.core, raw, out, firsts)
-    return out, cycle.done(bool(out))
+    if cycle.done(bool(out)):
+        return out, True
+    return _from_hand(cycle, out, firsts, limit, among)
 
 
 def _rewind_noted(core: GatingCore, firsts: Dict[TP, int]) -> None:
@@ -537,26 +563,18 @@ class OrderedAIOKafkaConsumer:
 
     async def _cycle(self, partitions: Sequence[TopicPartition], timeout_ms: int, max_records: Optional[int],
                      firsts: Dict[TP, int]) -> Dict[TopicPartition, List[ConsumerRecord]]:
-        core = self._core
         bridge = self._bridge
-        cycle = await bridge.run(core.poll_cycle, timeout_ms / 1000.0)
-        out: Dict[TopicPartition, List[ConsumerRecord]] = {}
         among = {(tp.topic, tp.partition) for tp in partitions} if partitions else None
-        while True:
-            ready: bool = bool(core.kept) and await bridge.run(released_in_hand, core, among)
-            if ready:
-                # Records in hand of released partitions first, without waiting for the client.
-                out = await bridge.run(_decide, core, {}, out, firsts, max_records, among)
-                if out:
-                    await bridge.run(cycle.done, True)
-                    return out
+        # Two hops to the worker per fetch: the cycle's start (or the last
+        # decision) with the records in hand, then the fetch's decision.
+        cycle, out, done = await bridge.run(_begun, self._core, timeout_ms / 1000.0, {}, firsts, max_records, among)
+        while not done:
             wait = cycle.wait()
             raw = await self._consumer.getmany(*partitions, timeout_ms=int((wait or 0.0) * 1000),
                                                max_records=max_records)
             _note_fetched(firsts, raw)
-            out, done = await bridge.run(_decided, cycle, raw, out, firsts)
-            if done:
-                return out
+            out, done = await bridge.run(_decided, cycle, raw, out, firsts, max_records, among)
+        return out
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
         """``AIOKafkaConsumer.getone``: the next deliverable record (waits for one)."""
