@@ -555,7 +555,7 @@ class OrderedConsumer:
             inspect = core.to_inspect(watched)
             if not inspect:
                 return raw
-            return self._cut(raw, parts, inspect)
+            return self._cut(raw, parts, errors, inspect)
         except BaseException:
             # Nothing of this batch reaches the application: fetch it again.
             first: Dict[TP, int] = {}
@@ -565,7 +565,12 @@ class OrderedConsumer:
             core.rewind(first)
             raise
 
-    def _cut(self, raw: List[Message], parts: List[Optional[int]], watched: Set[TP]) -> List[Message]:
+    def _cut(self, raw: List[Message], parts: List[Optional[int]], errors: bool, watched: Set[TP]
+             ) -> List[Message]:
+        """``raw`` (``parts``: its partitions; ``errors``: whether any record
+        is an error) without what lies at or past the gates of ``watched``
+        partitions: each one's run of records is cut by bisection on offsets
+        (:meth:`GatingCore.admit_run`); what a hold in hand cuts is kept."""
         numbers = {p for _, p in watched}
         hits = [n for n in numbers if n in parts] if len(numbers) <= 8 else numbers.intersection(parts)
         if not hits:
@@ -586,7 +591,7 @@ class OrderedConsumer:
             for tp, ids in runs.items():
                 if tp not in watched:
                     continue
-                ok = list(compress(ids, map(_is_none, map(_error, map(raw.__getitem__, ids)))))
+                ok = list(compress(ids, map(_is_none, map(_error, map(raw.__getitem__, ids))))) if errors else ids
                 n_ok = self._core.admit_run(tp, len(ok), lambda i: raw[ok[i]].offset())  # type: ignore[arg-type,return-value]
                 if n_ok < len(ok):
                     if mask is None:

@@ -101,3 +101,41 @@ def test_the_one_topic_pass_leaves_other_fetches_to_the_per_record_loop() -> Non
     parts, _, headers = _fastpath.fetch_shape_py(batch)
     assert _Consumer(_Core({TOPIC, "u"}, {TOPIC}))._runs_of_one_topic(batch, parts, headers, []) is None
     assert _Consumer(_Core({TOPIC}, set()))._runs_of_one_topic(batch, parts, headers, []) is None
+
+
+class _KeepingCore:
+    def __init__(self, kept: Set[Any]) -> None:
+        self.kept: dict = {tp: [] for tp in kept}
+
+    def keep(self, tp: Any, records: List[Any]) -> None:
+        self.kept[tp].extend(records)
+
+
+class _Keeper:
+    _keep = OrderedConsumer._keep
+
+    def __init__(self, core: _KeepingCore) -> None:
+        self._core = core
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_records_in_hand_are_taken_alike_by_partition_and_record_by_record(seed: int) -> None:
+    """OrderedConsumer._keep moves the records of partitions with records in
+    hand out of a fetch: taking a partition number's records at once (a
+    fetch without errors, all of one topic) leaves and keeps exactly what
+    the record-by-record pass does, in order."""
+    from confluent_kafka import Message
+
+    rng = random.Random(seed)
+    raw = [Message(topic=rng.choice(["t", "t", "u"]), partition=rng.randrange(4), offset=i, value=b"v")
+           for i in range(rng.randint(1, 80))]
+    in_hand = {(t, p) for t in ("t", "u") for p in range(4) if rng.random() < 0.3}
+    ends = []
+    for errors in (False, True):  # True: the record-by-record pass
+        core = _KeepingCore(in_hand)
+        parts = [m.partition() for m in raw]
+        left, left_parts = _Keeper(core)._keep(list(raw), parts, errors)
+        assert left_parts == [m.partition() for m in left]
+        ends.append(([m.offset() for m in left], {tp: [m.offset() for m in ms] for tp, ms in core.kept.items()}))
+    assert ends[0] == ends[1]
+    assert [m.offset() for m in raw if (m.topic(), m.partition()) not in in_hand] == ends[0][0]
