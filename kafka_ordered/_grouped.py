@@ -9,6 +9,8 @@ gate. The adapters pass how to copy one of their records with other headers.
 
 from __future__ import annotations
 
+import operator
+from itertools import compress
 from typing import AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ._gating import GatingCore
@@ -17,6 +19,8 @@ from .tokens import Run, take_stamp
 from .tombstones import is_move_tombstone
 
 __all__ = ["Replace", "from_hand", "released_in_hand", "scan", "serialized_bytes", "take"]
+
+_HEADERS = operator.attrgetter("headers")
 
 #: ``replace(record, headers)``: a copy of ``record`` with ``headers``.
 Replace = Callable[[Any, List[Tuple[str, bytes]]], Any]
@@ -37,20 +41,20 @@ def scan(core: GatingCore, raw: Mapping[Any, List[Any]], replace: Replace) -> Tu
             continue
         newest: Optional[int] = None
         tombstones: List[int] = []  # indexes of move tombstones in recs
-        if any(r.headers for r in recs):
+        headers = list(map(_HEADERS, recs))
+        if any(headers):
             log_id = core.freshness.log_id
-            kept = []
-            for i, r in enumerate(recs):
-                taken = take_stamp(r.headers, log_id) if r.headers else None
+            recs = list(recs)
+            for i in compress(range(len(recs)), headers):  # only the records with headers
+                r = recs[i]
+                taken = take_stamp(r.headers, log_id)
                 if taken is not None:
                     got, left = taken
                     if got is not None and (newest is None or got > newest):
                         newest = got
                     if is_move_tombstone(r.value, r.headers):
                         tombstones.append(i)
-                    r = replace(r, left or [])
-                kept.append(r)
-            recs = kept
+                    recs[i] = replace(r, left or [])
         managed = core.managed(tp.topic)
         if not managed and newest is not None:
             managed = core.managed_after_stamp(tp.topic, newest)
