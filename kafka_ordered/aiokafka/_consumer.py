@@ -131,14 +131,20 @@ class _ConsumerPort:
         self.group = group
         #: The process's offset reader, once the consumer started (see ``start``).
         self.reader: Optional[OffsetsPort] = None
+        #: Positions read on the loop right before a hop to the worker
+        #: (:meth:`snapshot`), served by :meth:`positions` until this port
+        #: pauses, resumes or seeks: no round trip back to the loop for them.
+        self._seen: Optional[Dict[TP, int]] = None
 
     def partitions(self, tps: List[TP]) -> List[TopicPartition]:
         return [TopicPartition(t, p) for t, p in tps]
 
     def pause(self, tps: List[TP]) -> None:
+        self._seen = None
         self.bridge.call(self._assigned_only, self.consumer.pause, tps)
 
     def resume(self, tps: List[TP]) -> None:
+        self._seen = None
         self.bridge.call(self._assigned_only, self.consumer.resume, tps)
 
     def _assigned_only(self, fn: Any, tps: List[TP]) -> None:
@@ -146,16 +152,39 @@ class _ConsumerPort:
         fn(*[tp for tp in self.partitions(tps) if tp in assigned])
 
     def seek(self, tp: TP, offset: int) -> None:
+        self._seen = None
         self.bridge.call(self.consumer.seek, TopicPartition(*tp), offset)
 
     def positions(self, tps: List[TP]) -> Dict[TP, int]:
+        seen = self._seen
+        if seen is not None:
+            return {tp: seen[tp] for tp in tps if tp in seen}
         return self.bridge.call(self._positions, tps)
 
-    def _positions(self, tps: List[TP]) -> Dict[TP, int]:
+    def snapshot(self) -> None:
+        """On the loop, before a hop to the worker: read the positions of
+        every assigned partition now, for :meth:`positions` to serve during
+        the hop (they move only by this consumer's fetches and seeks, which
+        wait for the hop, and by its own pauses, resumes and seeks, which
+        drop the snapshot). :meth:`forget` ends it."""
+        self._seen = self._positions(None)
+
+    def forget(self) -> None:
+        """After the hop: positions are read on the loop again."""
+        self._seen = None
+
+    def _positions(self, tps: Optional[List[TP]]) -> Dict[TP, int]:
+        """Positions of ``tps`` (``None``: every assigned partition), on the loop."""
         sub = self.consumer._subscription.subscription
         assignment = sub.assignment if sub is not None else None
         out: Dict[TP, int] = {}
         if assignment is None:
+            return out
+        if tps is None:
+            for part in assignment.tps:
+                state = assignment.state_value(part)
+                if state.has_valid_position:
+                    out[(part.topic, part.partition)] = state.position
             return out
         for tp in tps:
             part = TopicPartition(*tp)
@@ -567,7 +596,13 @@ class OrderedAIOKafkaConsumer:
         among = {(tp.topic, tp.partition) for tp in partitions} if partitions else None
         # Two hops to the worker per fetch: the cycle's start (or the last
         # decision) with the records in hand, then the fetch's decision.
-        cycle, out, done = await bridge.run(_begun, self._core, timeout_ms / 1000.0, {}, firsts, max_records, among)
+        port = self._port
+        port.snapshot()
+        try:
+            cycle, out, done = await bridge.run(_begun, self._core, timeout_ms / 1000.0, {}, firsts, max_records,
+                                                among)
+        finally:
+            port.forget()
         while not done:
             wait = cycle.wait()
             raw = await self._consumer.getmany(*partitions, timeout_ms=int((wait or 0.0) * 1000),
