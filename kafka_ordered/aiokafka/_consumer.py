@@ -594,8 +594,8 @@ class OrderedAIOKafkaConsumer:
                      firsts: Dict[TP, int]) -> Dict[TopicPartition, List[ConsumerRecord]]:
         bridge = self._bridge
         among = {(tp.topic, tp.partition) for tp in partitions} if partitions else None
-        # Two hops to the worker per fetch: the cycle's start (or the last
-        # decision) with the records in hand, then the fetch's decision.
+        # One hop to the worker starts the cycle, one per fetch decides it;
+        # each also decides the records in hand of released partitions.
         port = self._port
         port.snapshot()
         try:
