@@ -78,7 +78,7 @@ def _from_hand(cycle: PollCycle, out: Dict[TopicPartition, List[ConsumerRecord]]
     without waiting for the client (:func:`~kafka_ordered._grouped.released_in_hand`),
     and whether that ends the cycle."""
     core = cycle.core
-    if core.kept and released_in_hand(core, among):
+    if released_in_hand(core, among):
         out = _decide(core, {}, out, firsts, limit, among)
         if out:
             cycle.done(True)
@@ -180,18 +180,12 @@ class _ConsumerPort:
         out: Dict[TP, int] = {}
         if assignment is None:
             return out
-        if tps is None:
-            for part in assignment.tps:
+        assigned = assignment.tps
+        for part in (assigned if tps is None else [TopicPartition(*tp) for tp in tps]):
+            if part in assigned:
                 state = assignment.state_value(part)
                 if state.has_valid_position:
                     out[(part.topic, part.partition)] = state.position
-            return out
-        for tp in tps:
-            part = TopicPartition(*tp)
-            if part in assignment.tps:
-                state = assignment.state_value(part)
-                if state.has_valid_position:
-                    out[tp] = state.position
         return out
 
     def learn_partitions(self, topic: str) -> None:
