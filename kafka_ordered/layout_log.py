@@ -391,7 +391,7 @@ class LayoutFollower:
         self.snapshot_offset: Optional[int] = None
         #: Layout-log records replayed at start, after the snapshot.
         self.replayed = 0
-        self._snapshots: Optional[bool] = None  # whether the snapshots topic exists
+        self._snapshots = False  # whether the snapshots topic was seen
         self._snapshot_warned = False
         #: Called about every :data:`_HOUSEKEEPING_S` from the follower thread
         #: (the shared set closes clients it has not used for a while).
@@ -469,7 +469,8 @@ class LayoutFollower:
         try:
             low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=self.timeout)
         except KafkaException as e:
-            self._snapshots = False
+            # Absent, or created a moment ago and not yet known to every broker:
+            # write_snapshot looks again before it gives up.
             log.debug("no snapshots of layout log %s (%s): replaying it whole", self.topic, e)
             return
         self._snapshots = True
@@ -513,13 +514,24 @@ class LayoutFollower:
                       self.topic, topic, offset, snap.next_offset)
             return
 
+    def _snapshots_exist(self) -> bool:
+        """Whether the snapshots topic exists, looked up until it is seen once
+        (writing to a missing one could auto-create it uncompacted)."""
+        if not self._snapshots:
+            try:
+                partition_count(self._admin, snapshot_topic(self.topic), self.timeout)
+                self._snapshots = True
+            except KafkaOrderedError as e:
+                log.debug("no snapshots topic for layout log %s (%s): no snapshot written", self.topic, e)
+        return bool(self._snapshots)
+
     def write_snapshot(self, writer: Optional[LayoutLog] = None) -> bool:
         """Append a snapshot of the current view to ``<layout topic>.snapshots``
         (through ``writer``, else a writer made for it); returns whether it was
         written. Gates whose every wait lies below its source's log start are
         left out. Never raises for a broker error: a failure (no such topic, no
         permission, too large a record) is one WARNING per follower."""
-        if self._snapshots is False or not self.log_id:
+        if not self.log_id or not self._snapshots_exist():
             return False
         with self._lock:
             sources = {(g.topic, q) for t in self.history.topics() for g in self.history.gates(t) for q in g.wait}

@@ -10,7 +10,7 @@ import logging
 from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from kafka_ordered import LayoutAdmin, layout_log
 from kafka_ordered.layout_log import LayoutFollower, LayoutLog
@@ -87,6 +87,40 @@ def test_a_damaged_snapshot_is_a_warning_and_an_older_one_is_used(
     assert reader.snapshot_offset == older
     assert any("is not used: checksum mismatch" in r.getMessage() for r in caplog.records)
     assert reader.history.current(topic).partitions == 3  # type: ignore[union-attr]
+
+
+class _FirstLookFails:
+    """A consumer whose first watermark read of the snapshots topic fails, as a
+    topic created a moment ago fails on a cluster whose brokers have not all
+    learnt of it yet."""
+
+    def __init__(self, consumer: Any) -> None:
+        self._c, self._failed = consumer, False
+
+    def get_watermark_offsets(self, tp: Any, *args: Any, **kw: Any) -> Any:
+        if tp.topic.endswith(".snapshots") and not self._failed:
+            self._failed = True
+            raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+        return self._c.get_watermark_offsets(tp, *args, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._c, name)
+
+
+def test_a_failed_first_look_at_the_snapshots_topic_does_not_stop_snapshots(
+    follow: Callable[..., LayoutFollower], bootstrap: str, layout_topic: str, topic: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    load = LayoutFollower._load_snapshot
+    monkeypatch.setattr(LayoutFollower, "_load_snapshot", lambda self, c: load(self, _FirstLookFails(c)))
+    first = follow()
+    assert first.snapshot_offset is None  # the look failed: a whole replay
+    with LayoutAdmin({"bootstrap.servers": bootstrap, "ordered.layout.topic": layout_topic}) as a:
+        a.create_topic(topic, 2)
+    first.sync()
+    assert first.write_snapshot() is True
+    monkeypatch.undo()
+    assert follow().snapshot_offset == first.history.next_offset
 
 
 def test_without_a_snapshots_topic_the_log_is_replayed_whole(
