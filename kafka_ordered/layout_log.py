@@ -523,7 +523,7 @@ class LayoutFollower:
                 self._snapshots = True
             except KafkaOrderedError as e:
                 log.debug("no snapshots topic for layout log %s (%s): no snapshot written", self.topic, e)
-        return bool(self._snapshots)
+        return self._snapshots
 
     def write_snapshot(self, writer: Optional[LayoutLog] = None) -> bool:
         """Append a snapshot of the current view to ``<layout topic>.snapshots``

@@ -806,13 +806,15 @@ def run_scenario(
         began_drain = time.monotonic()
         deadline = began_drain + scenario.drain_timeout_s
         cap = began_drain + _DRAIN_CAP * scenario.drain_timeout_s
+        seen = [0] * len(all_lines)  # lines of each consumer already looked at
         while True:
             read_tails()
             left = len(acked)
-            for lines in all_lines:
-                for line in lines:
+            for i, lines in enumerate(all_lines):
+                for line in lines[seen[i]:]:
                     if not line.startswith("#"):
                         acked.discard(tuple(line.split("\t")[:2]))
+                seen[i] = len(lines)
             now = time.monotonic()
             if not acked or now >= min(deadline, cap):
                 break
