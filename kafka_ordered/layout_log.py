@@ -529,8 +529,11 @@ class LayoutFollower:
         """Append a snapshot of the current view to ``<layout topic>.snapshots``
         (through ``writer``, else a writer made for it); returns whether it was
         written. Gates whose every wait lies below its source's log start are
-        left out. Never raises for a broker error: a failure (no such topic, no
-        permission, too large a record) is one WARNING per follower."""
+        left out. Never raises for a broker error: without a snapshots topic
+        it writes nothing (DEBUG; the topic is looked up again at the next
+        write, so one created later, or one a start could not see yet, is
+        used); a failed write (no permission, too large a record) is one
+        WARNING per follower."""
         if not self.log_id or not self._snapshots_exist():
             return False
         with self._lock:
