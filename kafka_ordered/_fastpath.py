@@ -197,7 +197,7 @@ def method(function: Callable[..., Any], attr: str) -> Any:
 class PyCalm:
     """Pure-Python :data:`Calm`."""
 
-    __slots__ = ("quiet", "until", "expected", "managed", "held", "stamp_prefix", "view_next")
+    __slots__ = ("quiet", "until", "expected", "managed", "held", "stamp_prefix", "view_next", "until_offsets")
 
     def __init__(self) -> None:
         self.quiet = False
@@ -210,6 +210,18 @@ class PyCalm:
         #: layout-log offset below which the view includes everything.
         self.stamp_prefix: Optional[bytes] = None
         self.view_next = 0
+        #: Partitions whose next offset, once at or past this one, ends the
+        #: calm (the fetch that got there is still returned).
+        self.until_offsets: Dict[Tuple[str, int], int] = {}
+
+
+def _moved(calm: Any, ends: List[Tuple[Tuple[str, int], int]]) -> None:
+    """Move ``calm.expected`` to ``ends`` (partition, next offset); the calm
+    ends when one reaches its entry in ``calm.until_offsets``."""
+    calm.expected.update(ends)
+    watched = calm.until_offsets
+    if watched and any(nxt >= watched.get(k, nxt + 1) for k, nxt in ends):
+        calm.quiet = False
 
 
 def admits_py(calm: Any, got: Any) -> bool:
@@ -255,8 +267,7 @@ def admits_py(calm: Any, got: Any) -> bool:
         prev = off
     if key is not None:
         ends.append((key, prev + 1))
-        for k, nxt in ends:
-            expected[k] = nxt
+        _moved(calm, ends)
     return True
 
 
@@ -293,7 +304,7 @@ def admits_runs(calm: Any, fetched: Mapping[Any, List[Any]],
         if expected.get(key) != first or last - first + 1 != len(recs) or key in held:
             return False
         ends.append((key, last + 1))
-    expected.update(ends)
+    _moved(calm, ends)
     return True
 
 

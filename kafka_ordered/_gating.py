@@ -696,17 +696,32 @@ class GatingCore:
         keeper = self.keeper
         parts = self.parts
         closed = gating and keeper.has_closed()
-        if (parts.in_hand or self.kept or parts.init_commit or self._dirty or keeper.waited_on()
+        waited = keeper.waited_on()
+        if (parts.init_commit or self._dirty
+                or any(tp not in parts.held for tp in self.kept)  # released: what is in hand goes first
+                or (self._stored_mode and (waited or parts.in_hand))
+                or (waited and parts.commit_unknown)
                 or (self.to_inspect(self.watched()) if closed else parts.held)
                 or (gating and self._listener is not None and keeper.has_announcements())):
             calm.quiet = False
             return
+        ends = self._calm_ends(waited, closed)
+        expected = calm.expected
+        if any(expected.get(tp, -1) >= off for tp, off in ends.items()):
+            calm.quiet = False  # this poll's deliveries got there: the next poll looks
+            return
+        now = self._clock()
         calm.until = self.last_commit + self.opts.auto_commit_interval if self.opts.auto_commit else float("inf")
-        if closed:
-            # Every closed gate holds its partition by a pause and waits on
-            # other members: it is looked at again when their commits are
-            # read again (see maintain).
+        if closed and not keeper.sources() <= parts.owned:
+            # A closed gate waits on other members: it is looked at again
+            # when their commits are read again (see maintain).
             calm.until = min(calm.until, self._commits_read.due)
+        if ends or parts.in_hand:
+            # Owners of sources commit every commit interval (_commit_due);
+            # a gate this member's deliveries open is looked at then at the
+            # latest, whatever the calm's offsets.
+            due = self.last_commit + self.opts.commit_interval
+            calm.until = min(calm.until, due if due > now else now + self.opts.commit_interval)
         reads = (self._commits_read, self._starts_read, self._log_starts_read)
         if any(read.pending is not None for read in reads):
             self._drop_unwanted_reads()
@@ -714,6 +729,7 @@ class GatingCore:
                 if read.pending is not None:  # its answer is looked for then
                     calm.until = min(calm.until, read.due)
         calm.held = frozenset(parts.held)
+        calm.until_offsets = ends
         calm.managed = frozenset(t for t in self.owned_topics() if self.managed(t)) if gating else frozenset()
         # Stamps the view includes cost the calm check only their removal.
         log_id = self.freshness.log_id
@@ -722,6 +738,30 @@ class GatingCore:
         calm.quiet = True
         if self.follower.history.version != self._seen_version:  # applied meanwhile: look first
             calm.quiet = False
+
+    def _calm_ends(self, waited: AbstractSet[TP], closed: bool) -> Dict[TP, int]:
+        """Where a calm beside this member's own sources ends
+        (``Calm.until_offsets``): for each owned partition not held, the
+        next offset whose delivery crosses a hand-off wait on it (announced
+        and committed by :meth:`begin_poll`) or meets the lowest unmet wait
+        of a closed gate on it (:meth:`maintain` may then open the gate)."""
+        parts, keeper = self.parts, self.keeper
+        owned, held = parts.owned, parts.held
+        ends: Dict[TP, int] = {}
+        for tp in waited:
+            if tp not in owned or tp in held:
+                continue
+            st = parts[tp]
+            marks = [m for m in (st.revoke_mark, st.processed) if m is not None]
+            w = keeper.next_wait(tp, min(marks) if marks else -1)
+            if w is not None:
+                ends[tp] = w
+        for tp in (keeper.sources() if closed else ()):
+            if tp in owned and tp not in held:
+                w = keeper.first_unmet(tp)
+                if w is not None and w < ends.get(tp, w + 1):
+                    ends[tp] = w
+        return ends
 
     def idle(self) -> None:
         """A fetch of the fast path came back empty past the calm's deadline:

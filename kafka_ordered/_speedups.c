@@ -1078,7 +1078,8 @@ monotonic_s(void)
  * returned untouched; expected: {(topic, partition): next offset} of the
  * causal-token rule (shared with kafka_ordered._freshness); managed: the
  * topics with a layout, whose records are checked (see calm_admits); held:
- * {(topic, partition)} held by a pause at a gate, whose records never pass. */
+ * {(topic, partition)} held by a pause at a gate, whose records never pass;
+ * until_offsets: {(topic, partition): offset} whose reaching ends the calm. */
 typedef struct {
     PyObject_HEAD
     char quiet;
@@ -1088,6 +1089,7 @@ typedef struct {
     PyObject *held;
     PyObject *stamp_prefix; /* b"<this consumer's layout-log id>:" (None: unknown) */
     long long view_next;    /* the view includes every layout-log offset below */
+    PyObject *until_offsets;
 } Calm;
 
 static PyObject *
@@ -1108,7 +1110,8 @@ calm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->held = PyFrozenSet_New(NULL);
     self->stamp_prefix = Py_NewRef(Py_None);
     self->view_next = 0;
-    if (self->expected == NULL || self->managed == NULL || self->held == NULL) {
+    self->until_offsets = PyDict_New();
+    if (self->expected == NULL || self->managed == NULL || self->held == NULL || self->until_offsets == NULL) {
         Py_DECREF(self);
         return NULL;
     }
@@ -1122,6 +1125,7 @@ calm_traverse(Calm *self, visitproc visit, void *arg)
     Py_VISIT(self->managed);
     Py_VISIT(self->held);
     Py_VISIT(self->stamp_prefix);
+    Py_VISIT(self->until_offsets);
     return 0;
 }
 
@@ -1132,6 +1136,7 @@ calm_clear(Calm *self)
     Py_CLEAR(self->managed);
     Py_CLEAR(self->held);
     Py_CLEAR(self->stamp_prefix);
+    Py_CLEAR(self->until_offsets);
     return 0;
 }
 
@@ -1164,20 +1169,21 @@ calm_set_quiet(Calm *self, PyObject *value, void *closure)
     return 0;
 }
 
+/* The dict-valued fields (expected, until_offsets): closure is the field's offset. */
 static PyObject *
-calm_get_expected(Calm *self, void *closure)
+calm_get_dict(Calm *self, void *closure)
 {
-    return Py_NewRef(self->expected);
+    return Py_NewRef(*(PyObject **)((char *)self + (Py_ssize_t)closure));
 }
 
 static int
-calm_set_expected(Calm *self, PyObject *value, void *closure)
+calm_set_dict(Calm *self, PyObject *value, void *closure)
 {
     if (value == NULL || !PyDict_Check(value)) {
-        PyErr_SetString(PyExc_TypeError, "expected must be a dict");
+        PyErr_SetString(PyExc_TypeError, "expected and until_offsets must be dicts");
         return -1;
     }
-    Py_SETREF(self->expected, Py_NewRef(value));
+    Py_SETREF(*(PyObject **)((char *)self + (Py_ssize_t)closure), Py_NewRef(value));
     return 0;
 }
 
@@ -1208,8 +1214,11 @@ static PyMemberDef calm_members[] = {
 
 static PyGetSetDef calm_getset[] = {
     {"quiet", (getter)calm_get_quiet, (setter)calm_set_quiet, "no gating work pending", NULL},
-    {"expected", (getter)calm_get_expected, (setter)calm_set_expected,
-     "{(topic, partition): next offset expected} (a dict)", NULL},
+    {"expected", (getter)calm_get_dict, (setter)calm_set_dict,
+     "{(topic, partition): next offset expected} (a dict)", (void *)offsetof(Calm, expected)},
+    {"until_offsets", (getter)calm_get_dict, (setter)calm_set_dict,
+     "{(topic, partition): offset}: a fetch that moves a partition's next offset there or past ends the calm (a dict)",
+     (void *)offsetof(Calm, until_offsets)},
     {"managed", (getter)calm_get_set, (setter)calm_set_set, "topics whose records are checked (a set)",
      (void *)offsetof(Calm, managed)},
     {"held", (getter)calm_get_set, (setter)calm_set_set,
@@ -1226,7 +1235,7 @@ static PyTypeObject CalmType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_traverse = (traverseproc)calm_traverse,
     .tp_clear = (inquiry)calm_clear,
-    .tp_doc = "Calm()\n--\n\nquiet, until, expected, managed, held (see kafka_ordered._fastpath).",
+    .tp_doc = "Calm()\n--\n\nquiet, until, expected, managed, held, until_offsets (see kafka_ordered._fastpath).",
     .tp_members = calm_members,
     .tp_getset = calm_getset,
     .tp_new = calm_new,
@@ -1379,8 +1388,27 @@ py_use_message_layout(PyObject *module, PyObject *t)
 /* The causal-token check of a calm fetch (confluent-kafka Messages): 1 when
  * every record may be returned untouched (no error, no kafka-ordered.reg
  * header; every record of a managed topic at the next offset expected for
- * its partition), after which the expected offsets are moved past the fetch;
+ * its partition), after which the expected offsets are moved past the fetch
+ * (a partition reaching its offset in until_offsets ends the calm);
  * 0 (nothing changed) when the caller must take the full path; -1 on error. */
+static int
+calm_moved(Calm *calm, PyObject *key, PyObject *nxt)
+{
+    PyObject *at;
+    int r;
+    if (PyDict_SetItem(calm->expected, key, nxt) < 0)
+        return -1;
+    if (!PyDict_GET_SIZE(calm->until_offsets))
+        return 0;
+    at = PyDict_GetItemWithError(calm->until_offsets, key); /* borrowed */
+    if (at == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    r = PyObject_RichCompareBool(nxt, at, Py_GE);
+    if (r > 0)
+        calm->quiet = 0;
+    return r < 0 ? -1 : 0;
+}
+
 static int
 calm_admits(Calm *calm, PyObject *res)
 {
@@ -1507,13 +1535,13 @@ calm_admits(Calm *calm, PyObject *res)
     if (ok == 1 && key != NULL) {
         Py_ssize_t j, m;
         PyObject *nxt = PyLong_FromLongLong(prev_off + 1);
-        if (nxt == NULL || PyDict_SetItem(calm->expected, key, nxt) < 0)
+        if (nxt == NULL || calm_moved(calm, key, nxt) < 0)
             ok = -1;
         Py_XDECREF(nxt);
         m = ends ? PyList_GET_SIZE(ends) : 0;
         for (j = 0; j < m && ok == 1; j++) {
             PyObject *pair = PyList_GET_ITEM(ends, j);
-            if (PyDict_SetItem(calm->expected, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1)) < 0)
+            if (calm_moved(calm, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1)) < 0)
                 ok = -1;
         }
     }

@@ -458,11 +458,28 @@ class GateKeeper:
     def crossed(self, tp: TP, before: int, after: int) -> bool:
         """Whether moving source ``tp``'s processed offset from ``before`` to
         ``after`` reaches a pending hand-off wait (of an open or closed gate)."""
-        ws = self._waits.get(tp)
-        if not ws or after <= before:
+        if after <= before:
             return False
-        i = bisect.bisect_right(ws, before)
-        return i < len(ws) and ws[i] <= after
+        w = self.next_wait(tp, before)
+        return w is not None and w <= after
+
+    def next_wait(self, tp: TP, processed: int) -> Optional[int]:
+        """The first pending hand-off wait on source ``tp`` above
+        ``processed``: moving the processed offset there or past
+        :meth:`crossed` it (``None``: none)."""
+        ws = self._waits.get(tp)
+        if not ws:
+            return None
+        i = bisect.bisect_right(ws, processed)
+        return ws[i] if i < len(ws) else None
+
+    def first_unmet(self, src: TP) -> Optional[int]:
+        """The lowest wait of a closed gate on source ``src`` not met yet
+        (perhaps of a gate no longer tracked: never above the true one):
+        until ``src`` is processed that far, :meth:`update` opens nothing
+        because of it."""
+        unmet = self._unmet.get(src)
+        return unmet[0][0] if unmet else None
 
     def needs_commit(self, tp: TP, committed: int) -> bool:
         """Whether some gate waits on source ``tp`` beyond ``committed`` (so its

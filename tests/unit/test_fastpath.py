@@ -927,3 +927,51 @@ def test_the_c_fetch_shape_refuses_what_is_not_a_list() -> None:
         C.message_bytes(None)
     with pytest.raises(AttributeError):
         C.fetch_shape([object()])
+
+
+@pytest.mark.parametrize("messages", MESSAGE_KINDS, indirect=True)
+@pytest.mark.parametrize("impl", _impls())
+@pytest.mark.parametrize("case, fetched, ends", [
+    ("below the watched offset", [_Msg("t", 0, 5), _Msg("t", 0, 6)], False),
+    ("reaching it", [_Msg("t", 0, 5), _Msg("t", 0, 6), _Msg("t", 0, 7)], True),
+    ("past it", [_Msg("t", 0, 5), _Msg("t", 0, 6), _Msg("t", 0, 7), _Msg("t", 0, 8)], True),
+    ("reaching it in an earlier run", [_Msg("t", 0, 5), _Msg("t", 0, 6), _Msg("t", 0, 7), _Msg("t", 1, 3)], True),
+    ("another partition", [_Msg("t", 1, 3), _Msg("t", 1, 4)], False),
+])
+def test_a_calm_fetch_that_reaches_a_watched_offset_is_returned_and_ends_the_calm(
+        impl: str, case: str, fetched: Any, ends: bool, messages: Callable[[Any], Any]) -> None:
+    """``calm.until_offsets``: a calm beside gates this member's own
+    deliveries open (or hand-off waits it crosses). A fetch that moves a
+    watched partition's next offset to its entry or past is still returned
+    untouched (its records are free), and the calm ends: the next poll
+    takes the full path, which opens the gate or announces the crossing."""
+    calm = _calm(impl)
+    calm.quiet, calm.until = True, time.monotonic() + 60
+    calm.managed = frozenset({"t"})
+    start = {("t", 0): 5, ("t", 1): 3}
+    calm.expected.update(start)
+    calm.until_offsets = {("t", 0): 8}
+    calls: List[Any] = []
+    fetched = messages(fetched)
+    got = _fetch_path(impl, calm, fetched, calls)(1.0)
+    assert got is fetched and [c[0] for c in calls] == ["fetch"], case
+    assert calm.quiet is (not ends), case
+    by_runs = _fastpath.PyCalm()
+    by_runs.quiet, by_runs.managed, by_runs.until_offsets = True, frozenset({"t"}), {("t", 0): 8}
+    by_runs.expected.update(start)
+    grouped: Dict[Tuple[str, int], List[Any]] = {}
+    for m in (fetched if isinstance(fetched, list) else [fetched]):
+        grouped.setdefault((m.topic(), m.partition()), []).append(_Rec(m.offset(), []))
+    assert _fastpath.admits_runs(by_runs, {_KTP(*k): recs for k, recs in grouped.items()})
+    assert by_runs.quiet is (not ends), case
+
+
+@pytest.mark.parametrize("impl", _impls())
+def test_calm_until_offsets_is_a_dict(impl: str) -> None:
+    calm = _calm(impl)
+    assert calm.until_offsets == {}
+    calm.until_offsets = {("t", 0): 3}
+    assert calm.until_offsets == {("t", 0): 3}
+    if impl == "c":
+        with pytest.raises(TypeError):
+            calm.until_offsets = [("t", 0)]

@@ -363,7 +363,10 @@ def test_the_calm_comes_back_when_a_gate_opens_before_its_reads_were_answered() 
     core.offsets.start_offsets_later = lambda tps, timeout=None: Never()  # type: ignore[method-assign]
     core.begin_poll()
     core.settle()
-    assert not core.calm.quiet and core._log_starts_read.pending is not None
+    # partition 3 held at its gate, which this member's deliveries of 0 open;
+    # the calm lasts only until the read's answer is looked for
+    assert core.held() == {(TOPIC, 3)} and core._log_starts_read.pending is not None
+    assert core.calm.quiet and core.calm.until == core._log_starts_read.due
     port.commits[(TOPIC, 0)] = 2000
     core.commit({(TOPIC, 0): 2000}, asynchronous=False)
     core.begin_poll()
@@ -387,7 +390,8 @@ def test_calm_after_transitions_pass_and_every_event_ends_it() -> None:
     core, port, view = _grown_core(owned=[0, 3], gates=5)
     core.begin_poll()
     core.settle()
-    assert not core.calm.quiet, "a closed gate on an owned partition"
+    assert core.held() == {(TOPIC, 3)}, "a closed gate on an owned partition holds it"
+    assert core.calm.until_offsets == {(TOPIC, 0): 1000}, "the calm ends where its source meets the gate"
     port.commits[(TOPIC, 0)] = 2000
     core.commit({(TOPIC, 0): 2000}, asynchronous=False)
     core.begin_poll()
@@ -642,13 +646,49 @@ def test_calm_while_every_closed_gate_is_held_by_a_pause() -> None:
     assert core.calm.until == float("inf")
 
 
-def test_no_calm_while_a_partition_is_held_in_hand_or_a_closed_gate_is_not_held() -> None:
+def test_no_calm_while_a_closed_gate_is_not_held() -> None:
     core, port, view = _grown_core(owned=[0, 2, 3], gates=1)
     core.keep_in_hand = True
     assert core.admit_run((TOPIC, 2), 3, lambda i: 5 + i) == 0  # its source 0 is ours: held in hand
     assert core.in_hand((TOPIC, 2)) and (TOPIC, 3) not in core.held()
     core.settle()
     assert not core.calm.quiet
+
+
+def test_a_calm_beside_a_hold_in_hand_ends_where_its_source_meets_the_gate() -> None:
+    """A new group replaying history holds partitions in hand at gates its
+    own deliveries of their sources open, often for most of the replay.
+    The calm goes on meanwhile (the held partition's records still take the
+    full path, as ``Calm.held`` says) and ends where a source's next
+    offset reaches the gate's wait (``Calm.until_offsets``), or one commit
+    interval on at the latest; then the gate opens, and the calm waits
+    until the records in hand are delivered."""
+    core, port, view = _grown_core(owned=[0, 2], gates=1)  # the gate on 2 at 0 waits on 0 at 1000
+    core.keep_in_hand = True
+    now = 50.0
+    core._clock = lambda: now  # type: ignore[method-assign]
+    core.last_commit = now - 1
+    core.freshness.expected.update({(TOPIC, 0): 0, (TOPIC, 2): 0})
+    assert core.admit_run((TOPIC, 2), 3, lambda i: i) == 0
+    core.kept[(TOPIC, 2)] += [Rec(0), Rec(1), Rec(2)]
+    core.begin_poll()
+    core.settle()
+    calm = core.calm
+    assert core.in_hand((TOPIC, 2)) and calm.quiet
+    assert calm.held == frozenset({(TOPIC, 2)}) and calm.until_offsets == {(TOPIC, 0): 1000}
+    assert calm.until == now + OPTS["ordered.commit.interval.ms"] / 1000
+    # a fetch got partition 0 to 1000 (the calm path ends the calm there; so does settle)
+    core.freshness.expected[(TOPIC, 0)] = 1000
+    core.settle()
+    assert not calm.quiet
+    port.position[(TOPIC, 0)] = 1000
+    core.begin_poll()
+    assert core.held() == set() and [r.offset for r in core.kept[(TOPIC, 2)]] == [0, 1, 2]
+    core.settle()
+    assert not calm.quiet, "the records in hand go first"
+    core.handed((TOPIC, 2), 3)
+    core.settle()
+    assert calm.quiet and calm.held == frozenset() and calm.until_offsets == {}
 
 
 def test_a_failed_read_of_the_commits_at_explicit_offsets_is_sent_again() -> None:
