@@ -38,8 +38,10 @@ A :data:`Calm` says whether a consumer may skip its gating core for a while
 (see :class:`kafka_ordered._gating.GatingCore`): ``quiet``, a deadline
 ``until``, and for the causal-token rule the next offset ``expected`` per
 partition (the consumer's :class:`~kafka_ordered._freshness.CausalFreshness`
-dict), the ``managed`` topics and the partitions ``held`` by a pause at a
-gate (their records never pass). :func:`fast_fetch` builds a consumer's
+dict), the ``managed`` topics, the partitions ``held`` at a gate (their
+records never pass) and ``until_offsets``: a fetch that moves a partition's
+expected offset to its entry or past is returned and ends the calm (a
+source reached a gate's wait). :func:`fast_fetch` builds a consumer's
 ``poll``/``consume``: while ``calm.quiet`` it calls the client's own fetch
 with the arguments unchanged and, reading the clock once, before
 ``calm.until`` returns what it got untouched if it is empty or if

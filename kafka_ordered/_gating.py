@@ -13,13 +13,15 @@ positions of records returned by earlier polls every ``auto.commit.interval``
 and promptly when another member's gate waits on a partition it owns.
 Records fetched but held at a gate are never committed.
 
-Cost: once a member's transitions are passed (no closed gate, hold or
-pending announcement on a partition it owns, no hand-off wait on one, no
-start to commit) :attr:`GatingCore.calm` says so, and the adapters return
-the client's fetches untouched without calling into the core, as long as
-the causal-token check of each record finds no stamp and no gap, until the
+Cost: while a member has no gating work to do at every poll (every closed
+gate on a partition it owns holds that partition, nothing in hand waits to
+be delivered, no announcement is pending, no start is to be committed)
+:attr:`GatingCore.calm` says so, and the adapters return the client's
+fetches untouched without calling into the core, as long as the
+causal-token check of each record finds no stamp and no gap, until the
 next auto-commit or an event (new layout-log records, an assignment
-change) ends the calm. With
+change, a source of this member reaching a gate's wait or crossing a
+hand-off wait: ``Calm.until_offsets``) ends the calm. With
 gates closed, fetched records are decided per partition and batch
 (:meth:`GatingCore.admit_run`), by bisection on offsets.
 """
@@ -690,7 +692,16 @@ class GatingCore:
         held partition that a client hands out anyway take the full path
         (:attr:`Calm.held`). A gate opened by another member meanwhile is
         seen at the first poll after that, or when a poll's own wait ends,
-        so at most one poll timeout later."""
+        so at most one poll timeout later.
+
+        Nor do partitions held (in hand or by a pause) at gates this
+        member's own deliveries open, or hand-off waits on partitions it
+        owns: ``Calm.until_offsets`` (:meth:`_calm_ends`) ends the calm at
+        the fetch that gets a source to a gate's wait or across a hand-off
+        wait, and it lasts one ``ordered.commit.interval.ms`` at most (the
+        commits those waits ask for). Records in hand of a released
+        partition, and offsets the application stores itself while such
+        waits or holds exist, keep the full path."""
         calm = self.calm
         gating = self.opts.gating
         keeper = self.keeper
