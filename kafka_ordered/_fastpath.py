@@ -39,7 +39,9 @@ A :data:`Calm` says whether a consumer may skip its gating core for a while
 ``until``, and for the causal-token rule the next offset ``expected`` per
 partition (the consumer's :class:`~kafka_ordered._freshness.CausalFreshness`
 dict), the ``managed`` topics, the partitions ``held`` at a gate (their
-records never pass) and ``until_offsets``: a fetch that moves a partition's
+records never pass), ``limits`` (a closed gate's start per partition that
+has not reached it: records from there on never pass) and
+``until_offsets``: a fetch that moves a partition's
 expected offset to its entry or past is returned and ends the calm (a
 source reached a gate's wait). :func:`fast_fetch` builds a consumer's
 ``poll``/``consume``: while ``calm.quiet`` it calls the client's own fetch
@@ -199,7 +201,8 @@ def method(function: Callable[..., Any], attr: str) -> Any:
 class PyCalm:
     """Pure-Python :data:`Calm`."""
 
-    __slots__ = ("quiet", "until", "expected", "managed", "held", "stamp_prefix", "view_next", "until_offsets")
+    __slots__ = ("quiet", "until", "expected", "managed", "held", "stamp_prefix", "view_next", "until_offsets",
+                 "limits")
 
     def __init__(self) -> None:
         self.quiet = False
@@ -215,6 +218,9 @@ class PyCalm:
         #: Partitions whose next offset, once at or past this one, ends the
         #: calm (the fetch that got there is still returned).
         self.until_offsets: Dict[Tuple[str, int], int] = {}
+        #: Partitions with a closed gate not reached yet: the gate's start,
+        #: the first offset whose record takes the full path.
+        self.limits: Dict[Tuple[str, int], int] = {}
 
 
 def _moved(calm: Any, ends: List[Tuple[Tuple[str, int], int]]) -> None:
@@ -234,14 +240,16 @@ def admits_py(calm: Any, got: Any) -> bool:
     below ``calm.view_next`` (the view includes them: such a header is only
     removed, on the way), and every record of a topic in ``calm.managed`` at
     the next offset ``calm.expected`` holds for its partition, which is not
-    in ``calm.held`` (held by a pause at a gate). Then the
+    in ``calm.held`` (held at a gate), and below its gate in
+    ``calm.limits``. Then the
     expected offsets are moved past the fetch; otherwise they are unchanged
     and the caller takes the full path (which strips stamps and catches up)."""
     msgs = got if got.__class__ is list else (got,)
-    managed, expected, held = calm.managed, calm.expected, calm.held
+    managed, expected, held, limits = calm.managed, calm.expected, calm.held, calm.limits
     ends: List[Tuple[Tuple[str, int], int]] = []
     key: Optional[Tuple[str, int]] = None
     prev = -1
+    limit = -1
     for m in msgs:
         if m.error() is not None:
             return False
@@ -258,13 +266,14 @@ def admits_py(calm: Any, got: Any) -> bool:
         k = (topic, m.partition())
         off = m.offset()
         if k == key:
-            if off != prev + 1:
+            if off != prev + 1 or off >= limit >= 0:
                 return False
         else:
             if key is not None:
                 ends.append((key, prev + 1))
             key = k
-            if expected.get(k) != off or k in held:
+            limit = limits.get(k, -1) if limits else -1
+            if expected.get(k) != off or k in held or off >= limit >= 0:
                 return False
         prev = off
     if key is not None:
@@ -283,10 +292,10 @@ def admits_runs(calm: Any, fetched: Mapping[Any, List[Any]],
     """:func:`admits_py` for a fetch grouped by partition (kafka-python and
     aiokafka: ``{TopicPartition: [ConsumerRecord, ...]}``, each list in
     offset order): the same causal-token predicate per run (first offset as
-    expected, no gap, not held, stamps only of the view), the same removal of included
+    expected, no gap, not held, below its gate's limit, stamps only of the view), the same removal of included
     stamps (records are replaced in their list by ``replace(record,
     headers)``, a copy without the header; the default suits namedtuples)."""
-    managed, expected, held = calm.managed, calm.expected, calm.held
+    managed, expected, held, limits = calm.managed, calm.expected, calm.held, calm.limits
     ends: List[Tuple[Tuple[str, int], int]] = []
     for tp, recs in fetched.items():
         if not recs:
@@ -303,7 +312,8 @@ def admits_runs(calm: Any, fetched: Mapping[Any, List[Any]],
             continue
         key = (tp.topic, tp.partition)
         first, last = recs[0].offset, recs[-1].offset
-        if expected.get(key) != first or last - first + 1 != len(recs) or key in held:
+        if (expected.get(key) != first or last - first + 1 != len(recs) or key in held
+                or (limits and last >= limits.get(key, last + 1))):
             return False
         ends.append((key, last + 1))
     _moved(calm, ends)

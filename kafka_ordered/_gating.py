@@ -13,9 +13,10 @@ positions of records returned by earlier polls every ``auto.commit.interval``
 and promptly when another member's gate waits on a partition it owns.
 Records fetched but held at a gate are never committed.
 
-Cost: while a member has no gating work to do at every poll (every closed
-gate on a partition it owns holds that partition, nothing in hand waits to
-be delivered, no announcement is pending, no start is to be committed)
+Cost: while a member has no gating work to do at every poll (records below
+the closed gates on partitions it owns pass, ``Calm.limits``; nothing in
+hand waits to be delivered, no announcement is pending, no start is to be
+committed)
 :attr:`GatingCore.calm` says so, and the adapters return the client's
 fetches untouched without calling into the core, as long as the
 causal-token check of each record finds no stamp and no gap, until the
@@ -699,9 +700,13 @@ class GatingCore:
         owns: ``Calm.until_offsets`` (:meth:`_calm_ends`) ends the calm at
         the fetch that gets a source to a gate's wait or across a hand-off
         wait, and it lasts one ``ordered.commit.interval.ms`` at most (the
-        commits those waits ask for). Records in hand of a released
-        partition, and offsets the application stores itself while such
-        waits or holds exist, keep the full path."""
+        commits those waits ask for). A closed gate that an owned
+        partition's position has not reached puts its start in
+        ``Calm.limits``: records below it pass the calm check, the first at
+        or past it takes the full path, which holds the partition there.
+        Records in hand of a released partition, and offsets the
+        application stores itself while such waits or holds exist, keep
+        the full path."""
         calm = self.calm
         gating = self.opts.gating
         keeper = self.keeper
@@ -712,10 +717,17 @@ class GatingCore:
                 or any(tp not in parts.held for tp in self.kept)  # released: what is in hand goes first
                 or (self._stored_mode and (waited or parts.in_hand))
                 or (waited and parts.commit_unknown)
-                or (self.to_inspect(self.watched()) if closed else parts.held)
+                or (parts.held and not closed)
                 or (gating and self._listener is not None and keeper.has_announcements())):
             calm.quiet = False
             return
+        limits: Dict[TP, int] = {}
+        for tp in (self.to_inspect(self.watched()) if closed else ()):
+            limit = keeper.limit(tp)
+            if limit is None:
+                calm.quiet = False
+                return
+            limits[tp] = limit
         ends = self._calm_ends(waited, closed)
         expected = calm.expected
         if any(expected.get(tp, -1) >= off for tp, off in ends.items()):
@@ -741,6 +753,7 @@ class GatingCore:
                     calm.until = min(calm.until, read.due)
         calm.held = frozenset(parts.held)
         calm.until_offsets = ends
+        calm.limits = limits
         calm.managed = frozenset(t for t in self.owned_topics() if self.managed(t)) if gating else frozenset()
         # Stamps the view includes cost the calm check only their removal.
         log_id = self.freshness.log_id

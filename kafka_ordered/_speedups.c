@@ -1079,7 +1079,9 @@ monotonic_s(void)
  * causal-token rule (shared with kafka_ordered._freshness); managed: the
  * topics with a layout, whose records are checked (see calm_admits); held:
  * {(topic, partition)} held by a pause at a gate, whose records never pass;
- * until_offsets: {(topic, partition): offset} whose reaching ends the calm. */
+ * until_offsets: {(topic, partition): offset} whose reaching ends the calm;
+ * limits: {(topic, partition): a closed gate's start}, whose records from
+ * there on never pass. */
 typedef struct {
     PyObject_HEAD
     char quiet;
@@ -1090,6 +1092,7 @@ typedef struct {
     PyObject *stamp_prefix; /* b"<this consumer's layout-log id>:" (None: unknown) */
     long long view_next;    /* the view includes every layout-log offset below */
     PyObject *until_offsets;
+    PyObject *limits;
 } Calm;
 
 static PyObject *
@@ -1111,7 +1114,9 @@ calm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->stamp_prefix = Py_NewRef(Py_None);
     self->view_next = 0;
     self->until_offsets = PyDict_New();
-    if (self->expected == NULL || self->managed == NULL || self->held == NULL || self->until_offsets == NULL) {
+    self->limits = PyDict_New();
+    if (self->expected == NULL || self->managed == NULL || self->held == NULL || self->until_offsets == NULL
+        || self->limits == NULL) {
         Py_DECREF(self);
         return NULL;
     }
@@ -1126,6 +1131,7 @@ calm_traverse(Calm *self, visitproc visit, void *arg)
     Py_VISIT(self->held);
     Py_VISIT(self->stamp_prefix);
     Py_VISIT(self->until_offsets);
+    Py_VISIT(self->limits);
     return 0;
 }
 
@@ -1137,6 +1143,7 @@ calm_clear(Calm *self)
     Py_CLEAR(self->held);
     Py_CLEAR(self->stamp_prefix);
     Py_CLEAR(self->until_offsets);
+    Py_CLEAR(self->limits);
     return 0;
 }
 
@@ -1180,7 +1187,7 @@ static int
 calm_set_dict(Calm *self, PyObject *value, void *closure)
 {
     if (value == NULL || !PyDict_Check(value)) {
-        PyErr_SetString(PyExc_TypeError, "expected and until_offsets must be dicts");
+        PyErr_SetString(PyExc_TypeError, "expected, until_offsets and limits must be dicts");
         return -1;
     }
     Py_SETREF(*(PyObject **)((char *)self + (Py_ssize_t)closure), Py_NewRef(value));
@@ -1219,6 +1226,9 @@ static PyGetSetDef calm_getset[] = {
     {"until_offsets", (getter)calm_get_dict, (setter)calm_set_dict,
      "{(topic, partition): offset}: a fetch that moves a partition's next offset there or past ends the calm (a dict)",
      (void *)offsetof(Calm, until_offsets)},
+    {"limits", (getter)calm_get_dict, (setter)calm_set_dict,
+     "{(topic, partition): a closed gate's start}: records from there on take the full path (a dict)",
+     (void *)offsetof(Calm, limits)},
     {"managed", (getter)calm_get_set, (setter)calm_set_set, "topics whose records are checked (a set)",
      (void *)offsetof(Calm, managed)},
     {"held", (getter)calm_get_set, (setter)calm_set_set,
@@ -1235,7 +1245,7 @@ static PyTypeObject CalmType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_traverse = (traverseproc)calm_traverse,
     .tp_clear = (inquiry)calm_clear,
-    .tp_doc = "Calm()\n--\n\nquiet, until, expected, managed, held, until_offsets (see kafka_ordered._fastpath).",
+    .tp_doc = "Calm()\n--\n\nquiet, until, expected, managed, held, until_offsets, limits (see kafka_ordered._fastpath).",
     .tp_members = calm_members,
     .tp_getset = calm_getset,
     .tp_new = calm_new,
@@ -1414,7 +1424,7 @@ calm_admits(Calm *calm, PyObject *res)
 {
     PyObject *one[1], **items, *ends = NULL, *key = NULL, *prev_topic = NULL;
     Py_ssize_t n, i;
-    long long prev_part = -1, prev_off = -1;
+    long long prev_part = -1, prev_off = -1, limit = LLONG_MAX;
     int ok = 1;
     if (PyList_CheckExact(res)) {
         items = PySequence_Fast_ITEMS(res);
@@ -1444,7 +1454,7 @@ calm_admits(Calm *calm, PyObject *res)
             o = cm->offset;
             if (prev_topic != NULL && p == prev_part && (topic == prev_topic || PyUnicode_Compare(topic, prev_topic) == 0)) {
                 Py_DECREF(topic);
-                if (o != prev_off + 1) { ok = 0; break; }
+                if (o != prev_off + 1 || o >= limit) { ok = 0; break; }
                 prev_off = o;
                 continue;
             }
@@ -1494,7 +1504,7 @@ calm_admits(Calm *calm, PyObject *res)
         if (prev_topic != NULL && p == prev_part && PyUnicode_Compare(topic, prev_topic) == 0) {
             Py_DECREF(part);
             Py_DECREF(topic);
-            if (o != prev_off + 1) { ok = 0; break; }
+            if (o != prev_off + 1 || o >= limit) { ok = 0; break; }
             prev_off = o;
             continue;
         }
@@ -1522,6 +1532,17 @@ calm_admits(Calm *calm, PyObject *res)
         if (PySet_GET_SIZE(calm->held)) {
             c = PySet_Contains(calm->held, key);
             if (c != 0) { ok = c < 0 ? -1 : 0; break; }
+        }
+        limit = LLONG_MAX;
+        if (PyDict_GET_SIZE(calm->limits)) {
+            v = PyDict_GetItemWithError(calm->limits, key); /* borrowed */
+            if (v == NULL && PyErr_Occurred()) { ok = -1; break; }
+            if (v != NULL) {
+                if (!PyLong_Check(v)) { ok = 0; break; }
+                limit = PyLong_AsLongLong(v);
+                if (limit == -1 && PyErr_Occurred()) { ok = -1; break; }
+            }
+            if (o >= limit) { ok = 0; break; }
         }
         v = PyDict_GetItemWithError(calm->expected, key); /* borrowed */
         if (v == NULL) {

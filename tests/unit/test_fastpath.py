@@ -967,11 +967,49 @@ def test_a_calm_fetch_that_reaches_a_watched_offset_is_returned_and_ends_the_cal
 
 
 @pytest.mark.parametrize("impl", _impls())
-def test_calm_until_offsets_is_a_dict(impl: str) -> None:
+@pytest.mark.parametrize("field", ["until_offsets", "limits"])
+def test_calm_offsets_by_partition_are_dicts(impl: str, field: str) -> None:
     calm = _calm(impl)
-    assert calm.until_offsets == {}
-    calm.until_offsets = {("t", 0): 3}
-    assert calm.until_offsets == {("t", 0): 3}
+    assert getattr(calm, field) == {}
+    setattr(calm, field, {("t", 0): 3})
+    assert getattr(calm, field) == {("t", 0): 3}
     if impl == "c":
         with pytest.raises(TypeError):
-            calm.until_offsets = [("t", 0)]
+            setattr(calm, field, [("t", 0)])
+
+
+@pytest.mark.parametrize("messages", MESSAGE_KINDS, indirect=True)
+@pytest.mark.parametrize("impl", _impls())
+@pytest.mark.parametrize("case, fetched, admitted", [
+    ("before the gate", [_Msg("t", 0, 5), _Msg("t", 0, 6)], True),
+    ("reaching the gate", [_Msg("t", 0, 5), _Msg("t", 0, 6), _Msg("t", 0, 7)], False),
+    ("starting at the gate", [_Msg("t", 0, 7)], False),
+    ("reaching it after another partition", [_Msg("t", 1, 3), _Msg("t", 0, 5), _Msg("t", 0, 6), _Msg("t", 0, 7)],
+     False),
+    ("another partition", [_Msg("t", 1, 3), _Msg("t", 1, 4)], True),
+])
+def test_records_at_a_closed_gate_never_pass_the_calm_check(
+        impl: str, case: str, fetched: Any, admitted: bool, messages: Callable[[Any], Any]) -> None:
+    """``calm.limits``: a calm beside a closed gate that the partition's
+    position has not reached. Records below the gate pass; a fetch that
+    holds one at the gate's start or past it takes the full path, which
+    holds the partition there, and the expected offsets are left alone."""
+    calm = _calm(impl)
+    calm.quiet, calm.until = True, time.monotonic() + 60
+    calm.managed = frozenset({"t"})
+    start = {("t", 0): 5, ("t", 1): 3}
+    calm.expected.update(start)
+    calm.limits = {("t", 0): 7}
+    calls: List[Any] = []
+    fetched = messages(fetched)
+    got = _fetch_path(impl, calm, fetched, calls)(1.0)
+    assert (got is fetched) is admitted, case
+    if not admitted:
+        assert got == ("after", fetched) and calm.expected == start, case
+    by_runs = _fastpath.PyCalm()
+    by_runs.managed, by_runs.limits = frozenset({"t"}), {("t", 0): 7}
+    by_runs.expected.update(start)
+    grouped: Dict[Tuple[str, int], List[Any]] = {}
+    for m in (fetched if isinstance(fetched, list) else [fetched]):
+        grouped.setdefault((m.topic(), m.partition()), []).append(_Rec(m.offset(), []))
+    assert _fastpath.admits_runs(by_runs, {_KTP(*k): recs for k, recs in grouped.items()}) is admitted, case

@@ -403,7 +403,8 @@ def test_calm_after_transitions_pass_and_every_event_ends_it() -> None:
     assert not core.calm.quiet
     core.begin_poll()
     core.settle()
-    assert not core.calm.quiet and core.keeper.closed_partitions() == [(TOPIC, 3)]
+    assert core.keeper.closed_partitions() == [(TOPIC, 3)]
+    assert core.calm.quiet and core.calm.limits == {(TOPIC, 3): 500}, "its records stop at the gate"
     # so does an assignment change
     core.commit({(TOPIC, 0): 3000}, asynchronous=False)
     core.begin_poll()
@@ -615,26 +616,29 @@ def test_a_gate_waiting_on_a_partition_this_member_does_not_own_holds_by_a_pause
 
 
 def test_calm_while_every_closed_gate_is_held_by_a_pause() -> None:
-    """A member whose only gating work is a partition held by a pause at a
-    gate that waits on another member skips the core between the gate's
-    re-evaluations: the calm lasts until the next read of the sources'
-    commits, and records of the held partition fail the calm check (a client
-    that forgot the pause hands them out: the full path holds them again)."""
+    """A member whose only gating work is partitions at gates that wait on
+    another member skips the core between the gates' re-evaluations: the
+    calm lasts until the next read of the sources' commits; records of a
+    partition below its gate pass the calm check up to the gate's start
+    (``Calm.limits``), and none of a held partition pass (a client that
+    forgot the pause hands them out: the full path holds them again)."""
     core, port, view = _grown_core(owned=[2, 3], gates=0)
     view.append(encode_registration(TOPIC, "p", True, 1, 1, {2: (50, {0: 1000}), 3: (50, {0: 1000})})[1])
     core._clock = lambda: now  # type: ignore[method-assign]
     now = 100.0
     core.begin_poll()
     core.settle()
-    assert not core.calm.quiet, "closed gates on owned partitions not held yet"
+    assert core.calm.quiet and core.calm.limits == {(TOPIC, 2): 50, (TOPIC, 3): 50}
+    assert core.calm.held == frozenset()
     assert core.admit_run((TOPIC, 2), 3, lambda i: 48 + i) == 2
     core.settle()
-    assert not core.calm.quiet, "a closed gate on an owned partition not held yet"
+    assert core.calm.quiet and core.calm.limits == {(TOPIC, 3): 50}
+    assert core.calm.held == frozenset({(TOPIC, 2)})
     assert core.admit_run((TOPIC, 3), 3, lambda i: 50 + i) == 0
     assert core.held() == {(TOPIC, 2), (TOPIC, 3)} and port.paused == {(TOPIC, 2), (TOPIC, 3)}
     core.begin_poll()
     core.settle()
-    assert core.calm.quiet
+    assert core.calm.quiet and core.calm.limits == {}
     assert core.calm.held == frozenset({(TOPIC, 2), (TOPIC, 3)})
     # the sources' commits are read again at the next re-evaluation (every commit interval / 2)
     assert core.calm.until == now + OPTS["ordered.commit.interval.ms"] / 2000
@@ -646,11 +650,24 @@ def test_calm_while_every_closed_gate_is_held_by_a_pause() -> None:
     assert core.calm.until == float("inf")
 
 
-def test_no_calm_while_a_closed_gate_is_not_held() -> None:
-    core, port, view = _grown_core(owned=[0, 2, 3], gates=1)
+def test_a_calm_beside_a_gate_not_reached_yet_stops_its_records_at_the_gate() -> None:
+    """A closed gate on an owned partition whose position has not reached
+    it: the calm check lets through that partition's records below the
+    gate's start only (``Calm.limits``); the full path holds it at the gate.
+    Without a limit to check, no calm."""
+    core, port, view = _grown_core(owned=[0, 2, 3], gates=0)
+    view.append(encode_registration(TOPIC, "p", True, 1, 1, {2: (5, {0: 1000}), 3: (40, {0: 1000})})[1])
     core.keep_in_hand = True
+    core.begin_poll()  # takes in the gates
+    core.begin_poll()  # reads the group's commit of the source they wait on
+    core.settle()
+    assert core.calm.quiet and core.calm.limits == {(TOPIC, 2): 5, (TOPIC, 3): 40}
+    assert core.calm.until_offsets == {(TOPIC, 0): 1000}
     assert core.admit_run((TOPIC, 2), 3, lambda i: 5 + i) == 0  # its source 0 is ours: held in hand
     assert core.in_hand((TOPIC, 2)) and (TOPIC, 3) not in core.held()
+    core.settle()
+    assert core.calm.quiet and core.calm.limits == {(TOPIC, 3): 40} and core.calm.held == frozenset({(TOPIC, 2)})
+    core.keeper.limit = lambda tp: None  # type: ignore[method-assign]
     core.settle()
     assert not core.calm.quiet
 
