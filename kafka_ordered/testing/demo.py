@@ -143,6 +143,23 @@ def _survive(e: KafkaOrderedError) -> None:
     sys.stderr.write(f"{e}\n")
 
 
+def _started(make: Callable[[], Any], stop: Dict[str, bool], retry_after: float = 0.5) -> Any:
+    """``make()`` (a client), made again after a retriable error, as a
+    supervisor restarts a process whose client could not start (the
+    cluster not answering: a broker down, its partitions not failed over
+    yet); ``None`` when the worker is stopped first. Other errors end it."""
+    from ..errors import KafkaOrderedError
+
+    while True:
+        try:
+            return make()
+        except KafkaOrderedError as e:
+            _survive(e)
+        if stop["now"]:
+            return None
+        time.sleep(retry_after)
+
+
 def _producer_worker(a: argparse.Namespace) -> int:
     """Writes per-key sequence numbers; each acknowledged record becomes a
     line ``key, value, partition, offset, ack time (ns), send time (ns)``.
@@ -183,18 +200,21 @@ def _producer_worker(a: argparse.Namespace) -> int:
 
         from ..kafka_python import OrderedKafkaProducer
 
-        producer: Any = (
+        producer: Any = _started(lambda: (
             OrderedKafkaProducer(bootstrap_servers=a.bootstrap, linger_ms=5, max_request_size=_MAX_BYTES,
                                  **{"ordered.layout.topic": a.layout_topic, **extra})
             if a.ordered else
             KafkaProducer(bootstrap_servers=a.bootstrap, acks="all", linger_ms=5, max_request_size=_MAX_BYTES)
-        )
+        ), stop)
     else:
         from ..confluent import OrderedProducer
 
         conf = {"bootstrap.servers": a.bootstrap, "linger.ms": 5, "message.max.bytes": _MAX_BYTES}
-        producer = (OrderedProducer({**conf, "ordered.layout.topic": a.layout_topic, **extra}) if a.ordered
-                    else Producer({**conf, "acks": "all", "enable.idempotence": True}))
+        producer = _started(lambda: (OrderedProducer({**conf, "ordered.layout.topic": a.layout_topic, **extra})
+                                     if a.ordered else Producer({**conf, "acks": "all", "enable.idempotence": True})),
+                            stop)
+    if producer is None:
+        return 0
 
     def plain_partition(key: bytes) -> Optional[int]:
         if follower is None:
@@ -313,7 +333,8 @@ def _consumer_worker(a: argparse.Namespace) -> int:
         if a.ordered:
             from ..kafka_python import OrderedKafkaConsumer
 
-            consumer: Any = OrderedKafkaConsumer(a.topic, **conf, **{"ordered.layout.topic": a.layout_topic})
+            consumer: Any = _started(
+                lambda: OrderedKafkaConsumer(a.topic, **conf, **{"ordered.layout.topic": a.layout_topic}), stop)
         else:
             consumer = KafkaConsumer(a.topic, **conf)
     else:
@@ -324,10 +345,13 @@ def _consumer_worker(a: argparse.Namespace) -> int:
         if a.ordered:
             from ..confluent import OrderedConsumer
 
-            consumer = OrderedConsumer({**conf, "ordered.layout.topic": a.layout_topic})
+            consumer = _started(lambda: OrderedConsumer({**conf, "ordered.layout.topic": a.layout_topic}), stop)
         else:
             consumer = Consumer(conf)
-        consumer.subscribe([a.topic])
+        if consumer is not None:
+            consumer.subscribe([a.topic])
+    if consumer is None:
+        return 0
 
     calls = [0]
 

@@ -4,10 +4,13 @@ read, also one whose offset the client could not tell."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import List
+
+import pytest
 
 from kafka_ordered import Layout
 from kafka_ordered.errors import ConcurrentLayoutChangeError, LayoutLogUnwritableError
-from kafka_ordered.testing.demo import _acknowledgement, _change_layout
+from kafka_ordered.testing.demo import _acknowledgement, _change_layout, _started
 
 
 def test_a_placed_acknowledgement_is_read_whole() -> None:
@@ -53,3 +56,35 @@ def test_an_unacknowledged_layout_change_is_read_back_not_made_twice() -> None:
     lay = _change_layout(admin, "t", 4, patience_s=5.0)
     assert lay is not None and lay.partitions == 4 and lay.epoch == 2
     assert admin.calls == 1
+
+
+def test_a_worker_makes_its_client_again_after_a_retriable_error() -> None:
+    """Found by the fault suite on Apache Kafka (seed 6): a consumer
+    restarted while a broker was down could not read the layout log's end
+    within the timeout, and the worker died of the retriable error its
+    constructor raised. It makes the client again, as a supervisor would
+    restart it; any other error still ends it."""
+    from kafka_ordered.errors import BrokerUnavailableError, ConfigError
+
+    tries: List[int] = []
+
+    def make() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise BrokerUnavailableError("reading end offsets: no broker answered")
+        return "client"
+
+    assert _started(make, {"now": False}, retry_after=0) == "client" and len(tries) == 3
+    stop = {"now": False}
+
+    def down() -> str:
+        stop["now"] = True  # SIGTERM while the cluster does not answer
+        raise BrokerUnavailableError("reading end offsets: no broker answered")
+
+    assert _started(down, stop, retry_after=0) is None
+
+    def bad() -> str:
+        raise ConfigError("ordered.layout.topic: not a topic name")
+
+    with pytest.raises(ConfigError):
+        _started(bad, {"now": False}, retry_after=0)
