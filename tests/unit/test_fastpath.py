@@ -945,25 +945,43 @@ def test_a_calm_fetch_that_reaches_a_watched_offset_is_returned_and_ends_the_cal
     watched partition's next offset to its entry or past is still returned
     untouched (its records are free), and the calm ends: the next poll
     takes the full path, which opens the gate or announces the crossing."""
-    calm = _calm(impl)
-    calm.quiet, calm.until = True, time.monotonic() + 60
-    calm.managed = frozenset({"t"})
-    start = {("t", 0): 5, ("t", 1): 3}
-    calm.expected.update(start)
-    calm.until_offsets = {("t", 0): 8}
-    calls: List[Any] = []
-    fetched = messages(fetched)
-    got = _fetch_path(impl, calm, fetched, calls)(1.0)
+    calm, fetched, got, calls = _calm_fetch(impl, messages(fetched), until_offsets={("t", 0): 8})
     assert got is fetched and [c[0] for c in calls] == ["fetch"], case
     assert calm.quiet is (not ends), case
-    by_runs = _fastpath.PyCalm()
-    by_runs.quiet, by_runs.managed, by_runs.until_offsets = True, frozenset({"t"}), {("t", 0): 8}
-    by_runs.expected.update(start)
+    by_runs = _calm_with(_fastpath.PyCalm(), until_offsets={("t", 0): 8})
+    assert _fastpath.admits_runs(by_runs, _as_runs(fetched))
+    assert by_runs.quiet is (not ends), case
+
+
+#: The next offsets the calm-check tests below start from.
+_START = {("t", 0): 5, ("t", 1): 3}
+
+
+def _calm_with(calm: Any, **fields: Any) -> Any:
+    """``calm`` quiet for a minute over topic t at :data:`_START`, with ``fields`` set."""
+    calm.quiet, calm.until = True, time.monotonic() + 60
+    calm.managed = frozenset({"t"})
+    calm.expected.update(_START)
+    for name, value in fields.items():
+        setattr(calm, name, value)
+    return calm
+
+
+def _calm_fetch(impl: str, fetched: Any, **fields: Any) -> Tuple[Any, Any, Any, List[Any]]:
+    """One call of ``impl``'s fetch path over a calm (see :func:`_calm_with`)
+    whose client fetch returns ``fetched``: the calm, the fetch, the result and the calls."""
+    calm = _calm_with(_calm(impl), **fields)
+    calls: List[Any] = []
+    got = _fetch_path(impl, calm, fetched, calls)(1.0)
+    return calm, fetched, got, calls
+
+
+def _as_runs(fetched: Any) -> Dict[Any, List[Any]]:
+    """``fetched`` (Messages) as kafka-python's fetch gives it: records by partition."""
     grouped: Dict[Tuple[str, int], List[Any]] = {}
     for m in (fetched if isinstance(fetched, list) else [fetched]):
         grouped.setdefault((m.topic(), m.partition()), []).append(_Rec(m.offset(), []))
-    assert _fastpath.admits_runs(by_runs, {_KTP(*k): recs for k, recs in grouped.items()})
-    assert by_runs.quiet is (not ends), case
+    return {_KTP(*k): recs for k, recs in grouped.items()}
 
 
 @pytest.mark.parametrize("impl", _impls())
@@ -994,22 +1012,9 @@ def test_records_at_a_closed_gate_never_pass_the_calm_check(
     position has not reached. Records below the gate pass; a fetch that
     holds one at the gate's start or past it takes the full path, which
     holds the partition there, and the expected offsets are left alone."""
-    calm = _calm(impl)
-    calm.quiet, calm.until = True, time.monotonic() + 60
-    calm.managed = frozenset({"t"})
-    start = {("t", 0): 5, ("t", 1): 3}
-    calm.expected.update(start)
-    calm.limits = {("t", 0): 7}
-    calls: List[Any] = []
-    fetched = messages(fetched)
-    got = _fetch_path(impl, calm, fetched, calls)(1.0)
+    calm, fetched, got, calls = _calm_fetch(impl, messages(fetched), limits={("t", 0): 7})
     assert (got is fetched) is admitted, case
     if not admitted:
-        assert got == ("after", fetched) and calm.expected == start, case
-    by_runs = _fastpath.PyCalm()
-    by_runs.managed, by_runs.limits = frozenset({"t"}), {("t", 0): 7}
-    by_runs.expected.update(start)
-    grouped: Dict[Tuple[str, int], List[Any]] = {}
-    for m in (fetched if isinstance(fetched, list) else [fetched]):
-        grouped.setdefault((m.topic(), m.partition()), []).append(_Rec(m.offset(), []))
-    assert _fastpath.admits_runs(by_runs, {_KTP(*k): recs for k, recs in grouped.items()}) is admitted, case
+        assert got == ("after", fetched) and calm.expected == _START, case
+    by_runs = _calm_with(_fastpath.PyCalm(), limits={("t", 0): 7})
+    assert _fastpath.admits_runs(by_runs, _as_runs(fetched)) is admitted, case
