@@ -260,20 +260,28 @@ def test_reading_a_groups_commits_survives_its_coordinator_broker_dying(
 #: One ordered consumer (argv[1]: confluent, kafka-python or aiokafka) of
 #: partition 1 of a split topic, whose gate waits on partition 0, which no
 #: member commits: the gate's read of the group's commit of partition 0 is due
-#: every 10 ms. Polls for argv[7] seconds; prints the polls, the partitions
-#: still held at a gate, and the offsets of partition 1 it was given.
+#: every 10 ms. Prints "polling" once assigned, polls for argv[7] seconds from
+#: then on, and prints the polls, the partitions still held at a gate, and
+#: whether every offset of partition 1 it was given lies before the gate.
 _HELD_LOOP = """
 import asyncio, sys, time
 client, bootstrap, layout_topic, topic, group, start, secs = sys.argv[1:8]
 opts = {"ordered.layout.topic": layout_topic, "ordered.commit.interval.ms": 20}
-end = time.monotonic() + float(secs)
 polls, got = 0, []
+
+
+def polling():
+    print("polling", flush=True)
+    return time.monotonic() + float(secs)
+
+
 if client == "confluent":
     from confluent_kafka import TopicPartition
     from kafka_ordered import OrderedConsumer
     c = OrderedConsumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
                          **opts})
     c.assign([TopicPartition(topic, 1)])
+    end = polling()
     while time.monotonic() < end:
         got += [m.offset() for m in c.consume(100, 0.05) if m.error() is None and m.partition() == 1]
         polls += 1
@@ -285,6 +293,7 @@ elif client == "kafka-python":
     c = OrderedKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                              fetch_max_wait_ms=50, **opts)
     c.assign([TopicPartition(topic, 1)])
+    end = polling()
     while time.monotonic() < end:
         got += [r.offset for tp, rs in c.poll(timeout_ms=50).items() if tp.partition == 1 for r in rs]
         polls += 1
@@ -301,6 +310,7 @@ else:
         await c.start()
         try:
             await c.assign([TopicPartition(topic, 1)])
+            end = polling()
             while time.monotonic() < end:
                 rs = await c.getmany(timeout_ms=50)
                 got.extend(r.offset for tp, recs in rs.items() if tp.partition == 1 for r in recs)
@@ -334,7 +344,11 @@ def test_gates_reading_a_groups_commits_survive_its_coordinator_broker_dying(
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for client in ("confluent", "kafka-python", "aiokafka")}
     try:
-        time.sleep(6)
+        # Each started and assigned before the broker goes (a start, which
+        # reads the group's commits, may take seconds beside the cluster:
+        # the kill came before the aiokafka one's assign in a run of CI).
+        started = {client: p.stdout.readline().strip() for client, p in loops.items()}  # type: ignore[union-attr]
+        time.sleep(3)
         cluster.kill(victim)
         time.sleep(6)
     finally:
@@ -344,6 +358,7 @@ def test_gates_reading_a_groups_commits_survive_its_coordinator_broker_dying(
     for client, (out, err) in outs.items():
         tail = [line for line in err.splitlines() if not line.startswith("%")][-5:]
         assert loops[client].returncode == 0, f"the {client} consumer died ({loops[client].returncode}): {tail}"
+        assert started[client] == "polling", (client, started[client])
         polls, held, behind_only = out.split()
         assert int(polls) > 50 and held == "1" and behind_only == "1", (client, out)
 
