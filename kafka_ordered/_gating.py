@@ -728,14 +728,15 @@ class GatingCore:
                 calm.quiet = False
                 return
             limits[tp] = limit
-        ends = self._calm_ends(waited, closed)
+        sources = keeper.sources() if closed else frozenset()
+        ends = self._calm_ends(waited, sources)
         expected = calm.expected
         if any(expected.get(tp, -1) >= off for tp, off in ends.items()):
             calm.quiet = False  # this poll's deliveries got there: the next poll looks
             return
         now = self._clock()
         calm.until = self.last_commit + self.opts.auto_commit_interval if self.opts.auto_commit else float("inf")
-        if closed and not keeper.sources() <= parts.owned:
+        if not sources <= parts.owned:
             # A closed gate waits on other members: it is looked at again
             # when their commits are read again (see maintain).
             calm.until = min(calm.until, self._commits_read.due)
@@ -763,12 +764,13 @@ class GatingCore:
         if self.follower.history.version != self._seen_version:  # applied meanwhile: look first
             calm.quiet = False
 
-    def _calm_ends(self, waited: AbstractSet[TP], closed: bool) -> Dict[TP, int]:
+    def _calm_ends(self, waited: AbstractSet[TP], sources: AbstractSet[TP]) -> Dict[TP, int]:
         """Where a calm beside this member's own sources ends
         (``Calm.until_offsets``): for each owned partition not held, the
-        next offset whose delivery crosses a hand-off wait on it (announced
-        and committed by :meth:`begin_poll`) or meets the lowest unmet wait
-        of a closed gate on it (:meth:`maintain` may then open the gate)."""
+        next offset whose delivery crosses a hand-off wait on it (``waited``;
+        announced and committed by :meth:`begin_poll`) or meets the lowest
+        unmet wait of a closed gate on it (``sources``: those closed gates
+        wait on; :meth:`maintain` may then open the gate)."""
         parts, keeper = self.parts, self.keeper
         owned, held = parts.owned, parts.held
         ends: Dict[TP, int] = {}
@@ -780,7 +782,7 @@ class GatingCore:
             w = keeper.next_wait(tp, min(marks) if marks else -1)
             if w is not None:
                 ends[tp] = w
-        for tp in (keeper.sources() if closed else ()):
+        for tp in sources:
             if tp in owned and tp not in held:
                 w = keeper.first_unmet(tp)
                 if w is not None and w < ends.get(tp, w + 1):
