@@ -62,7 +62,9 @@ costs no Python frame.
 from __future__ import annotations
 
 import functools
+import operator
 import time
+from itertools import compress
 from typing import AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from . import _hashing
@@ -282,6 +284,9 @@ def admits_py(calm: Any, got: Any) -> bool:
     return True
 
 
+_HEADERS = operator.attrgetter("headers")
+
+
 def replace_headers(record: Any, headers: List[Tuple[str, bytes]]) -> Any:
     """A copy of the namedtuple ``record`` (kafka-python's ``ConsumerRecord``) with ``headers``."""
     return record._replace(headers=headers)
@@ -300,14 +305,15 @@ def admits_runs(calm: Any, fetched: Mapping[Any, List[Any]],
     for tp, recs in fetched.items():
         if not recs:
             continue
-        for i, r in enumerate(recs):
-            h = r.headers
-            if h:
+        headers = list(map(_HEADERS, recs))
+        if any(headers):
+            for i in compress(range(len(recs)), headers):  # only the records with headers
+                h = headers[i]
                 stamps = _included_stamps(calm, h)
                 if stamps == 2:
                     return False
                 if stamps:
-                    recs[i] = replace(r, [t for t in h if t[0] != _STAMP_HEADER])
+                    recs[i] = replace(recs[i], [t for t in h if t[0] != _STAMP_HEADER])
         if tp.topic not in managed:
             continue
         key = (tp.topic, tp.partition)
@@ -323,8 +329,9 @@ def admits_runs(calm: Any, fetched: Mapping[Any, List[Any]],
 def _included_stamps(calm: Any, headers: Any) -> int:
     """0: no ``kafka-ordered.reg`` header; 1: only stamps of this consumer's
     log that its view includes; 2: another stamp, a move tombstone's header,
-    or an unknown shape."""
-    if headers.__class__ is not list:
+    or an unknown shape (kafka-python's list of pairs and aiokafka's tuple
+    of them are known)."""
+    if headers.__class__ is not list and headers.__class__ is not tuple:
         return 2
     found = 0
     prefix = calm.stamp_prefix
