@@ -489,6 +489,15 @@ class GatingCore:
                 self.commit_processed()
         self.maintain()
 
+    def poll_may_block(self) -> bool:
+        """Whether the per-poll work (:meth:`begin_poll`, :meth:`maintain`,
+        :meth:`settle`) may make a blocking call: a catch-up to the layout
+        log's end owed by an assignment or seeks, or a key listener to call
+        (an asynchronous one is awaited). Reads, commits and pauses it
+        starts never block. The aiokafka adapter runs a poll on its event
+        loop only when this is false."""
+        return bool(self.opts.gating and self.freshness.sought) or self._listener is not None
+
     def _read_commits(self, waited: Iterable[TP]) -> bool:
         """Read the group's commit of partitions assigned at explicit offsets
         that hand-off waits are kept for: waits it passed need nothing more

@@ -15,10 +15,10 @@ from typing import AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Tu
 
 from ._gating import GatingCore
 from ._ports import TP
-from .tokens import Run, take_stamp
+from .tokens import NO_CATCH_UP, Run, catch_up, stamp_of, take_stamp
 from .tombstones import is_move_tombstone
 
-__all__ = ["Replace", "from_hand", "released_in_hand", "scan", "serialized_bytes", "take"]
+__all__ = ["Replace", "from_hand", "needs_catch_up", "released_in_hand", "scan", "serialized_bytes", "take"]
 
 _HEADERS = operator.attrgetter("headers")
 
@@ -66,6 +66,34 @@ def scan(core: GatingCore, raw: Mapping[Any, List[Any]], replace: Replace) -> Tu
                 recs = [r for i, r in enumerate(recs) if i not in hidden]
         out[tp] = recs
     return out, runs
+
+
+def needs_catch_up(core: GatingCore, raw: Mapping[Any, List[Any]]) -> bool:
+    """Whether deciding the fetch ``raw`` (:func:`take`) would first catch
+    the layout view up, a blocking read of the layout log: what
+    :func:`~kafka_ordered.tokens.catch_up` asks of the runs it holds, or a
+    stamp the view lacks on a topic it calls unmanaged (:func:`scan`). Reads
+    the records and the core only. The aiokafka adapter decides on its event
+    loop the fetches this clears, the others on its worker thread."""
+    if not core.opts.gating:
+        return False
+    view_next = core.follower.history.next_offset
+    log_id = core.freshness.log_id
+    runs: List[Run] = []
+    for tp, recs in raw.items():
+        if not recs:
+            continue
+        newest: Optional[int] = None
+        for r in recs:
+            if r.headers:
+                got = stamp_of(r.headers, log_id)
+                if got is not None and (newest is None or got > newest):
+                    newest = got
+        if core.managed(tp.topic):
+            runs.append(Run((tp.topic, tp.partition), recs[0].offset, recs[-1].offset, len(recs), newest))
+        elif newest is not None and newest >= view_next:
+            return True
+    return catch_up(view_next, runs, core.freshness.expected) != NO_CATCH_UP
 
 
 def serialized_bytes(records: List[Any]) -> int:

@@ -34,6 +34,8 @@ class LoopBridge:
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=name)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._loop_thread = -1
+        #: The call handed to the worker last: the worker runs nothing once it is done.
+        self._last: Optional[concurrent.futures.Future[Any]] = None
 
     def bind(self) -> asyncio.AbstractEventLoop:
         """Bind to the running loop (call from a coroutine); returns it."""
@@ -53,7 +55,16 @@ class LoopBridge:
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on the worker thread; its result or error."""
-        return await self.loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        loop = self.loop
+        job = self._last = self._executor.submit(functools.partial(fn, *args, **kwargs))
+        return await asyncio.wrap_future(job, loop=loop)
+
+    def idle(self) -> bool:
+        """Whether the worker runs nothing (every call handed to it finished,
+        or was cancelled before it started): a core step may then run on the
+        loop itself without overlapping one on the worker."""
+        last = self._last
+        return last is None or last.done()
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` (not a coroutine) on the loop thread; its result or error."""

@@ -8,7 +8,7 @@ import logging
 import math
 import time
 from types import TracebackType
-from typing import Any, Awaitable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type, TypeVar
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.abc import ConsumerRebalanceListener
@@ -18,7 +18,7 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from .. import _log
 from .._fastpath import admits_runs, calm_rest, calm_wait
 from .._gating import GatingCore, GatingOptions, PollCycle
-from .._grouped import released_in_hand, serialized_bytes, take
+from .._grouped import needs_catch_up, released_in_hand, serialized_bytes, take
 from .._ports import TP, OffsetsPort, Pending
 from ..config import (
     CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, dotted, kafka_python_connection_config, metrics_client_id, split_config,
@@ -36,6 +36,8 @@ __all__ = ["OrderedAIOKafkaConsumer"]
 log = logging.getLogger("kafka_ordered.consumer")
 
 _FETCH_SLICE_MS = 1000  # getone() waits for a record in slices this long
+
+T = TypeVar("T")
 
 
 def _replace_headers(record: ConsumerRecord, headers: List[Tuple[str, bytes]]) -> ConsumerRecord:
@@ -575,34 +577,53 @@ class OrderedAIOKafkaConsumer:
             await self._bridge.run(_rewind_noted, self._core, firsts)
             raise
 
+    def _on_loop(self, raw: Optional[Dict[TopicPartition, List[ConsumerRecord]]] = None) -> bool:
+        """Whether the next core step (a poll's start, or the decision of
+        the fetch ``raw``) may run on the loop itself: the worker runs
+        nothing, and the step makes no blocking call (no catch-up owed or
+        asked for by ``raw``, no key listener). A hop to the worker and back
+        costs more than deciding most fetches."""
+        core = self._core
+        return (self._bridge.idle() and not core.poll_may_block()
+                and (not raw or not needs_catch_up(core, raw)))
+
+    async def _step(self, on_loop: bool, fn: Callable[..., T], *args: Any, snapshot: bool = False) -> T:
+        """``fn(*args)`` on the loop when ``on_loop`` (see :meth:`_on_loop`),
+        else on the worker; ``snapshot``: a hop reads the positions first
+        (see :meth:`_ConsumerPort.snapshot`)."""
+        if on_loop:
+            return fn(*args)
+        if not snapshot:
+            return await self._bridge.run(fn, *args)
+        port = self._port
+        port.snapshot()
+        try:
+            return await self._bridge.run(fn, *args)
+        finally:
+            port.forget()
+
     async def _decide_late(self, raw: Dict[TopicPartition, List[ConsumerRecord]]
                            ) -> Dict[TopicPartition, List[ConsumerRecord]]:
         core = self._core
         if not raw:
-            await self._bridge.run(core.idle)
+            await self._step(self._on_loop(), core.idle)
             return raw
-        await self._bridge.run(core.fetched_late)
-        return await self._bridge.run(take, core, raw, {}, _replace_headers)
+        core.fetched_late()
+        return await self._step(self._on_loop(raw), take, core, raw, {}, _replace_headers)
 
     async def _cycle(self, partitions: Sequence[TopicPartition], timeout_ms: int, max_records: Optional[int],
                      firsts: Dict[TP, int]) -> Dict[TopicPartition, List[ConsumerRecord]]:
-        bridge = self._bridge
         among = {(tp.topic, tp.partition) for tp in partitions} if partitions else None
-        # One hop to the worker starts the cycle, one per fetch decides it;
-        # each also decides the records in hand of released partitions.
-        port = self._port
-        port.snapshot()
-        try:
-            cycle, out, done = await bridge.run(_begun, self._core, timeout_ms / 1000.0, {}, firsts, max_records,
-                                                among)
-        finally:
-            port.forget()
+        # One step starts the cycle, one per fetch decides it; each also
+        # decides the records in hand of released partitions.
+        cycle, out, done = await self._step(self._on_loop(), _begun, self._core, timeout_ms / 1000.0, {}, firsts,
+                                            max_records, among, snapshot=True)
         while not done:
             wait = cycle.wait()
             raw = await self._consumer.getmany(*partitions, timeout_ms=int((wait or 0.0) * 1000),
                                                max_records=max_records)
             _note_fetched(firsts, raw)
-            out, done = await bridge.run(_decided, cycle, raw, out, firsts, max_records, among)
+            out, done = await self._step(self._on_loop(raw), _decided, cycle, raw, out, firsts, max_records, among)
         return out
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:

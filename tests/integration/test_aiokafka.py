@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
@@ -462,6 +463,46 @@ def test_a_split_replay_holds_in_hand_without_a_pause_or_a_seek(
     assert stalled, "partition 1 was held at its gate"
     assert calls == [], "held in hand: nothing was dropped to be fetched again"
     assert committed == {0: last[0] + 1, 1: last[1] + 1}
+
+
+def test_catch_ups_run_on_the_worker_and_other_decisions_on_the_loop(
+        layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
+        consumer_config: Dict[str, Any], closing: Callable[[Any], Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new group replays a backlog across expand and shrink (gates, holds,
+    stamped records): every read of the layout log runs on the consumer's
+    worker thread, never on the event loop, while fetches that need none are
+    decided on the loop itself (a hop to the worker costs more than most
+    decisions); the order holds."""
+    from kafka_ordered._gating import GatingCore
+
+    oracle = _backlog(layout_admin, topic, bootstrap, opts, closing)
+    expected = oracle.report().acknowledged
+    threads: Dict[str, List[int]] = {"sync": [], "catch_up_past": [], "settle": []}
+
+    def recorded(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            threads[name].append(threading.get_ident())
+            return fn(*args, **kwargs)
+        return call
+
+    async def run() -> int:
+        c = OrderedAIOKafkaConsumer(**consumer_config)
+        async with c:
+            follower = type(c._core.follower)
+            for name in ("sync", "catch_up_past"):
+                monkeypatch.setattr(follower, name, recorded(name, getattr(follower, name)))
+            monkeypatch.setattr(GatingCore, "settle", recorded("settle", GatingCore.settle))
+            c.subscribe([topic])
+            await _drain([c], oracle, expected)
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(run())
+    report = oracle.report()
+    assert report.violations == () and report.missing == 0, report
+    assert threads["sync"], "the new group's first fetches caught the view up"
+    reads = threads["sync"] + threads["catch_up_past"]
+    assert loop_thread not in reads, "a read of the layout log blocked the event loop"
+    assert loop_thread in threads["settle"], "no poll was decided on the loop"
 
 
 def test_a_gate_another_member_opens_is_seen_within_a_long_getmany(

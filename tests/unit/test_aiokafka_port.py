@@ -90,3 +90,37 @@ def test_after_the_hop_positions_are_read_on_the_loop_again() -> None:
     consumer.assignment.positions[TopicPartition("t", 0)] = 6  # a fetch after the hop
     port.forget()
     assert port.positions([("t", 0)]) == {("t", 0): 6} and bridge.calls == ["_positions"]
+
+
+def test_the_bridge_is_idle_only_when_its_worker_runs_nothing() -> None:
+    """The adapter runs a core step on the loop only while the worker runs
+    nothing (one call at a time, in order): ``idle`` turns false when a call
+    is handed to the worker and true once the worker finished it, even if
+    its caller was cancelled meanwhile."""
+    import asyncio
+    import threading
+
+    from kafka_ordered.aiokafka._bridge import LoopBridge
+
+    async def run() -> None:
+        bridge = LoopBridge("test-bridge")
+        bridge.bind()
+        assert bridge.idle()
+        go = threading.Event()
+        job = asyncio.ensure_future(bridge.run(go.wait, 10))
+        await asyncio.sleep(0.05)
+        assert not bridge.idle()
+        job.cancel()
+        await asyncio.sleep(0.05)
+        assert not bridge.idle(), "cancelled while running: the worker is still busy"
+        go.set()
+        for _ in range(100):
+            if bridge.idle():
+                break
+            await asyncio.sleep(0.01)
+        assert bridge.idle()
+        assert await bridge.run(lambda: threading.get_ident()) != threading.get_ident()
+        assert bridge.idle()
+        bridge.close()
+
+    asyncio.run(run())

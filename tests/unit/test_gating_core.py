@@ -11,6 +11,7 @@ from kafka_ordered._gating import GatingCore, GatingOptions
 from kafka_ordered._ports import TP, Answered
 from kafka_ordered.history import LayoutHistory
 from kafka_ordered.layout import Layout
+from kafka_ordered.listener import PartitionKeyRebalanceListener
 from kafka_ordered.metrics import LayoutViewMetrics
 from kafka_ordered.records import encode_layout, encode_registration
 
@@ -845,3 +846,27 @@ def test_a_sources_commit_is_read_without_waiting_and_taken_once_it_came() -> No
     core.begin_poll()
     assert core.held() == set() and (TOPIC, 1) not in port.paused
     assert len(sent) == 1
+
+
+def test_a_poll_may_block_while_a_catch_up_is_owed_or_a_key_listener_is_set() -> None:
+    """What the aiokafka adapter asks before running a poll's work on its
+    event loop (else on its worker thread): a catch-up owed by an
+    assignment or a seek, or a key listener to call, may block."""
+    core, port = _core()
+    assert core.poll_may_block(), "assigned at an offset: a catch-up to the end is owed"
+    core.begin_poll()
+    assert ("sync", None) in core.follower.calls and not core.poll_may_block()
+    core.seeked((TOPIC, 1), 3)
+    assert core.poll_may_block()
+    core.begin_poll()
+    assert not core.poll_may_block()
+
+    class Keys(PartitionKeyRebalanceListener):
+        def on_partition_key_maybe_revoked(self, partitions: List[Any]) -> None:
+            pass
+
+        def on_partition_key_assigned(self, partitions: List[Any]) -> None:
+            pass
+
+    core.listener = Keys()
+    assert core.poll_may_block()

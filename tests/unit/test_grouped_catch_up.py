@@ -1,0 +1,99 @@
+"""Whether deciding a grouped fetch (kafka-python's ``poll``, aiokafka's
+``getmany``) blocks: :func:`kafka_ordered._grouped.needs_catch_up` says,
+from the records alone, exactly when :func:`~kafka_ordered._grouped.take`
+catches the layout view up (a blocking read of the layout log). The
+aiokafka adapter decides on its event loop the fetches it clears, and on
+its worker thread the others."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+import pytest
+
+from kafka_ordered._grouped import needs_catch_up, take
+from kafka_ordered.tokens import HEADER
+
+from .test_gating_core import TOPIC, _core
+
+UNMANAGED = "u"
+
+
+class Part(NamedTuple):
+    topic: str
+    partition: int
+
+
+class Rec(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    key: Optional[bytes] = b"k"
+    value: Optional[bytes] = b"v"
+    headers: Any = []
+    serialized_key_size: int = 1
+    serialized_value_size: int = 1
+
+
+def _replace(rec: Rec, headers: List[Tuple[str, bytes]]) -> Rec:
+    return rec._replace(headers=headers)
+
+
+def _headers(rng: random.Random, view_next: int) -> Any:
+    """No header, an application's, or a stamp: of this log below the view's
+    next offset or at/after it, another log's, a malformed one; as a list
+    (kafka-python) or a tuple (aiokafka)."""
+    pick = rng.random()
+    if pick < 0.4:
+        got: List[Tuple[str, bytes]] = []
+    elif pick < 0.5:
+        got = [("app", b"1")]
+    elif pick < 0.7:
+        got = [(HEADER, b"fakelog:%d" % rng.randrange(view_next))]
+    elif pick < 0.85:
+        got = [("app", b"1"), (HEADER, b"fakelog:%d" % rng.randrange(view_next, view_next + 3))]
+    elif pick < 0.93:
+        got = [(HEADER, b"otherlog:%d" % rng.randrange(10))]
+    else:
+        got = [(HEADER, b"fakelog:")]
+    return tuple(got) if rng.random() < 0.5 else got
+
+
+@pytest.mark.parametrize("seed", range(400))
+def test_needs_catch_up_says_exactly_when_take_catches_up(seed: int) -> None:
+    rng = random.Random(seed)
+    core, port = _core()  # owns partition 1, assigned at 0: a catch-up to the end is owed
+    view = core.follower
+    if rng.random() < 0.6:
+        core.begin_poll()  # the owed catch-up is made: partition 1 expected at 0
+    if rng.random() < 0.5:
+        core.assigned_at({(TOPIC, 0): 0})
+        if rng.random() < 0.7:
+            core.begin_poll()
+    view_next = view.history.next_offset
+    raw: Dict[Part, List[Rec]] = {}
+    for part in rng.sample([Part(TOPIC, 0), Part(TOPIC, 1), Part(UNMANAGED, 0)], rng.randint(1, 3)):
+        first = rng.choice([0, 0, 0, 1, 4])
+        offsets = list(range(first, first + rng.randint(1, 4)))
+        if len(offsets) > 2 and rng.random() < 0.2:
+            del offsets[1]  # a hole
+        raw[part] = [Rec(part.topic, part.partition, o, headers=_headers(rng, view_next)) for o in offsets]
+        port.position[(part.topic, part.partition)] = offsets[-1] + 1
+    predicted = needs_catch_up(core, raw)
+    view.calls.clear()
+    take(core, raw, {}, _replace)
+    made = [c for c in view.calls if c[0] in ("sync", "past")]
+    assert predicted == bool(made), (raw, made)
+
+
+def test_a_fetch_cleared_of_catch_ups_is_one_take_decides_without_any() -> None:
+    """The plain case: expected offsets, no hole, stamps the view includes."""
+    core, port = _core()
+    core.begin_poll()
+    recs = [Rec(TOPIC, 1, 0, headers=((HEADER, b"fakelog:1"),)), Rec(TOPIC, 1, 1)]
+    port.position[(TOPIC, 1)] = 2
+    assert not needs_catch_up(core, {Part(TOPIC, 1): recs})
+    assert needs_catch_up(core, {Part(TOPIC, 1): recs[1:]}), "a fetch that does not follow on"
+    beyond = [Rec(UNMANAGED, 0, 7, headers=[(HEADER, b"fakelog:3")])]
+    assert needs_catch_up(core, {Part(UNMANAGED, 0): beyond}), "a stamp the view lacks, on a topic it calls unmanaged"
