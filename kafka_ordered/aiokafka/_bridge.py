@@ -1,9 +1,10 @@
 """The protocol cores are synchronous and may block (layout-log catch-ups,
 offset reads, a switch's flush); aiokafka lives on an event loop. A
-:class:`LoopBridge` runs every core call on one worker thread of its own,
-one call at a time and in order, while the loop goes on (heartbeats,
-fetches, the producer's sender); the ports hand each aiokafka call back to
-the loop and wait for it there."""
+:class:`LoopBridge` runs core calls that may block on one worker thread of
+its own, one call at a time and in order, while the loop goes on
+(heartbeats, fetches, the producer's sender); the ports hand each aiokafka
+call back to the loop and wait for it there. A call that cannot block runs
+on the loop itself, and only while the worker is idle (:meth:`LoopBridge.idle`)."""
 
 from __future__ import annotations
 

@@ -295,7 +295,8 @@ class OrderedAIOKafkaConsumer:
     own pauses again, and its holds at gates are re-decided from the gates.
 
     The protocol's blocking work (layout-log catch-ups, offset reads) runs
-    on one worker thread per consumer, never on the event loop.
+    on one worker thread per consumer, never on the event loop; a poll's
+    start and the decision of a fetch that need none run on the loop.
     """
 
     def __init__(self, *topics: str, **configs: Any) -> None:
