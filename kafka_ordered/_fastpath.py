@@ -72,7 +72,7 @@ from .tokens import HEADER as _STAMP_HEADER
 from .tombstones import HEADER as _MOVED_HEADER
 
 __all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route", "method",
-           "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "replace_headers", "calm_wait", "calm_rest",
+           "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "admits_runs_py", "replace_headers", "calm_wait", "calm_rest",
            "fast_fetch",
            "fast_fetch_py", "take_stamps", "take_stamps_py", "fetch_shape", "fetch_shape_py", "message_bytes",
            "message_bytes_py"]
@@ -292,14 +292,15 @@ def replace_headers(record: Any, headers: List[Tuple[str, bytes]]) -> Any:
     return record._replace(headers=headers)
 
 
-def admits_runs(calm: Any, fetched: Mapping[Any, List[Any]],
-                replace: Callable[[Any, List[Tuple[str, bytes]]], Any] = replace_headers) -> bool:
+def admits_runs_py(calm: Any, fetched: Mapping[Any, List[Any]],
+                   replace: Callable[[Any, List[Tuple[str, bytes]]], Any]) -> bool:
     """:func:`admits_py` for a fetch grouped by partition (kafka-python and
     aiokafka: ``{TopicPartition: [ConsumerRecord, ...]}``, each list in
     offset order): the same causal-token predicate per run (first offset as
     expected, no gap, not held, below its gate's limit, stamps only of the view), the same removal of included
     stamps (records are replaced in their list by ``replace(record,
-    headers)``, a copy without the header; the default suits namedtuples)."""
+    headers)``, a copy without the header: :func:`replace_headers` for
+    namedtuples). The C twin (``_speedups.admits_runs``) decides alike."""
     managed, expected, held, limits = calm.managed, calm.expected, calm.held, calm.limits
     ends: List[Tuple[Tuple[str, int], int]] = []
     for tp, recs in fetched.items():
@@ -371,6 +372,10 @@ def take_stamps_py(messages: List[Any], prefix: Optional[bytes]) -> Tuple[Dict[i
 
 
 #: The stamp pass in use: ``kafka_ordered._speedups.take_stamps`` or :func:`take_stamps_py`.
+#: The grouped calm check in use: ``kafka_ordered._speedups.admits_runs`` or :func:`admits_runs_py`.
+admits_runs: Callable[[Any, Mapping[Any, List[Any]], Callable[[Any, List[Tuple[str, bytes]]], Any]], bool] = (
+    _hashing._C.admits_runs if _hashing._C is not None else admits_runs_py)
+
 take_stamps: Callable[[List[Any], Optional[bytes]], Tuple[Dict[int, int], List[int]]] = (
     _hashing._C.take_stamps if _hashing._C is not None else take_stamps_py)
 

@@ -1254,7 +1254,7 @@ static PyTypeObject CalmType = {
 
 static PyObject *S_ERROR, *S_HEADERS, *S_TOPIC, *S_PARTITION, *S_OFFSET, *S_STAMP_HEADER, *S_SET_HEADERS, *S_VALUE, *S_KEY;
 
-/* The kafka-ordered.reg headers of header list h (for the calm check and the full path): 0 none;
+/* The kafka-ordered.reg headers of header list (or tuple) h (for the calm check and the full path): 0 none;
  * 1 only stamps "<prefix><digits>" of this consumer's log (*best: the
  * newest); 2 anything else the Python path decides (another log's stamp, an
  * encoded token, a move tombstone's header, an unknown shape). */
@@ -1262,12 +1262,14 @@ static int
 own_stamps(PyObject *h, const char *prefix, Py_ssize_t plen, long long *best)
 {
     Py_ssize_t i, n, vlen, j;
+    PyObject **items;
     int found = 0;
-    if (!PyList_Check(h))
+    if (!PyList_Check(h) && !PyTuple_Check(h))
         return 2;
-    n = PyList_GET_SIZE(h);
+    n = PySequence_Fast_GET_SIZE(h);
+    items = PySequence_Fast_ITEMS(h);
     for (i = 0; i < n; i++) {
-        PyObject *t = PyList_GET_ITEM(h, i), *name, *value;
+        PyObject *t = items[i], *name, *value;
         const char *v;
         long long off = 0;
         if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2)
@@ -1312,21 +1314,33 @@ included_stamps(Calm *calm, PyObject *h)
     return c == 1 && best >= calm->view_next ? 2 : c;
 }
 
+/* Header list (or tuple) h, whose shape own_stamps checked, as a new list
+ * without its kafka-ordered.reg headers. */
+static PyObject *
+without_stamps(PyObject *h)
+{
+    Py_ssize_t i, n = PySequence_Fast_GET_SIZE(h);
+    PyObject **items = PySequence_Fast_ITEMS(h);
+    PyObject *left = PyList_New(0);
+    if (left == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *t = items[i];
+        if (PyUnicode_Compare(PyTuple_GET_ITEM(t, 0), S_STAMP_HEADER) != 0 && PyList_Append(left, t) < 0) {
+            Py_DECREF(left);
+            return NULL;
+        }
+    }
+    return left;
+}
+
 /* Remove the kafka-ordered.reg headers of message m (header list h). */
 static int
 strip_stamps(PyObject *m, PyObject *h)
 {
-    Py_ssize_t i, n = PyList_GET_SIZE(h);
-    PyObject *left = PyList_New(0), *r;
+    PyObject *left = without_stamps(h), *r;
     if (left == NULL)
         return -1;
-    for (i = 0; i < n; i++) {
-        PyObject *t = PyList_GET_ITEM(h, i);
-        if (PyUnicode_Compare(PyTuple_GET_ITEM(t, 0), S_STAMP_HEADER) != 0 && PyList_Append(left, t) < 0) {
-            Py_DECREF(left);
-            return -1;
-        }
-    }
     r = PyObject_CallMethodOneArg(m, S_SET_HEADERS, PyList_GET_SIZE(left) ? left : Py_None);
     Py_DECREF(left);
     if (r == NULL)
@@ -1571,6 +1585,135 @@ calm_admits(Calm *calm, PyObject *res)
     Py_XDECREF(ends);
     Py_DECREF(res);
     return ok;
+}
+
+/* admits_runs(calm, fetched, replace): calm_admits for a fetch grouped by
+ * partition (kafka-python's and aiokafka's {TopicPartition: [record, ...]},
+ * each list in offset order; records read through their attributes): per
+ * partition, included stamps removed (the record is replaced in its list by
+ * replace(record, headers left)), then on a managed topic the run checked
+ * (first offset as expected, no gap, not held, below its gate's limit); on
+ * success the expected offsets move past every run. The twin of
+ * kafka_ordered._fastpath.admits_runs_py. */
+static PyObject *
+py_admits_runs(PyObject *module, PyObject *args)
+{
+    Calm *calm;
+    PyObject *fetched, *replace, *tp, *recs, *ends;
+    Py_ssize_t pos = 0;
+    int ok = 1;
+    if (!PyArg_ParseTuple(args, "O!OO:admits_runs", &CalmType, &calm, &fetched, &replace))
+        return NULL;
+    if (!PyDict_Check(fetched))
+        Py_RETURN_FALSE;
+    ends = PyList_New(0);
+    if (ends == NULL)
+        return NULL;
+    Py_INCREF(fetched);
+    while (ok == 1 && PyDict_Next(fetched, &pos, &tp, &recs)) {
+        PyObject *topic, *part, *key, *v, *first, *last, *nxt, *pair;
+        Py_ssize_t i, n;
+        long long f, l, limit;
+        int c;
+        if (!PyList_Check(recs)) { ok = 0; break; }
+        n = PyList_GET_SIZE(recs);
+        if (n == 0)
+            continue;
+        for (i = 0; i < n && ok == 1; i++) {
+            PyObject *r = PyList_GET_ITEM(recs, i), *h, *left, *nr;
+            h = PyObject_GetAttr(r, S_HEADERS);
+            if (h == NULL) { ok = -1; break; }
+            c = PyObject_IsTrue(h);
+            if (c > 0)
+                c = included_stamps(calm, h);
+            if (c == 1) {
+                left = without_stamps(h);
+                nr = left ? PyObject_CallFunctionObjArgs(replace, r, left, NULL) : NULL;
+                Py_XDECREF(left);
+                if (nr == NULL)
+                    ok = -1;
+                else
+                    PyList_SetItem(recs, i, nr); /* steals nr; r goes */
+            } else if (c == 2) {
+                ok = 0;
+            } else if (c < 0) {
+                ok = -1;
+            }
+            Py_DECREF(h);
+        }
+        if (ok != 1)
+            break;
+        topic = PyObject_GetAttr(tp, S_TOPIC);
+        if (topic == NULL) { ok = -1; break; }
+        c = PySet_Contains(calm->managed, topic);
+        if (c <= 0) {
+            Py_DECREF(topic);
+            if (c < 0) { ok = -1; break; }
+            continue;
+        }
+        part = PyObject_GetAttr(tp, S_PARTITION);
+        key = part ? PyTuple_Pack(2, topic, part) : NULL;
+        Py_DECREF(topic);
+        Py_XDECREF(part);
+        if (key == NULL) { ok = -1; break; }
+        first = PyObject_GetAttr(PyList_GET_ITEM(recs, 0), S_OFFSET);
+        last = first ? PyObject_GetAttr(PyList_GET_ITEM(recs, n - 1), S_OFFSET) : NULL;
+        if (last == NULL || !PyLong_Check(first) || !PyLong_Check(last)) {
+            ok = last == NULL ? -1 : 0;
+            Py_XDECREF(first);
+            Py_XDECREF(last);
+            Py_DECREF(key);
+            break;
+        }
+        f = PyLong_AsLongLong(first);
+        l = PyLong_AsLongLong(last);
+        Py_DECREF(first);
+        Py_DECREF(last);
+        if ((f == -1 || l == -1) && PyErr_Occurred()) { Py_DECREF(key); ok = -1; break; }
+        v = PyDict_GetItemWithError(calm->expected, key); /* borrowed */
+        if (v == NULL && PyErr_Occurred()) { Py_DECREF(key); ok = -1; break; }
+        if (v == NULL || !PyLong_Check(v) || PyLong_AsLongLong(v) != f || l - f + 1 != n) {
+            Py_DECREF(key);
+            ok = 0;
+            break;
+        }
+        if (PySet_GET_SIZE(calm->held)) {
+            c = PySet_Contains(calm->held, key);
+            if (c != 0) { Py_DECREF(key); ok = c < 0 ? -1 : 0; break; }
+        }
+        if (PyDict_GET_SIZE(calm->limits)) {
+            v = PyDict_GetItemWithError(calm->limits, key); /* borrowed */
+            if (v == NULL && PyErr_Occurred()) { Py_DECREF(key); ok = -1; break; }
+            if (v != NULL) {
+                limit = PyLong_Check(v) ? PyLong_AsLongLong(v) : LLONG_MIN;
+                if (limit == -1 && PyErr_Occurred()) { Py_DECREF(key); ok = -1; break; }
+                if (l >= limit) { Py_DECREF(key); ok = 0; break; }
+            }
+        }
+        nxt = PyLong_FromLongLong(l + 1);
+        pair = nxt ? PyTuple_Pack(2, key, nxt) : NULL;
+        Py_XDECREF(nxt);
+        Py_DECREF(key);
+        if (pair == NULL || PyList_Append(ends, pair) < 0) {
+            Py_XDECREF(pair);
+            ok = -1;
+            break;
+        }
+        Py_DECREF(pair);
+    }
+    if (ok == 1) {
+        Py_ssize_t j, m = PyList_GET_SIZE(ends);
+        for (j = 0; j < m && ok == 1; j++) {
+            PyObject *pair = PyList_GET_ITEM(ends, j);
+            if (calm_moved(calm, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1)) < 0)
+                ok = -1;
+        }
+    }
+    Py_DECREF(ends);
+    Py_DECREF(fetched);
+    if (ok < 0)
+        return NULL;
+    return PyBool_FromLong(ok);
 }
 
 /* FastFetch(fetch, slow, after, idle, calm, timeout_at): a consumer's
@@ -2059,6 +2202,9 @@ static PyMethodDef module_methods[] = {
      "take_stamps($module, messages, prefix, /)\n--\n\nRemove this log's stamps (prefix + digits) from confluent_kafka "
      "Messages that carry only such kafka-ordered.reg headers: ({partition: newest stamp}, [indices left to the "
      "Python path])."},
+    {"admits_runs", py_admits_runs, METH_VARARGS,
+     "admits_runs($module, calm, fetched, replace, /)\n--\n\nThe calm check of a fetch grouped by partition "
+     "(kafka-python, aiokafka): see kafka_ordered._fastpath.admits_runs_py."},
     {"fetch_shape", py_fetch_shape, METH_O,
      "fetch_shape($module, messages, /)\n--\n\n(partitions, any error, any headers) of a list of confluent_kafka.Messages "
      "in one pass."},

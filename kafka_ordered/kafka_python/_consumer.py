@@ -334,7 +334,7 @@ class OrderedKafkaConsumer:
                 raw = self._consumer.poll(timeout_ms=int(wait * 1000), max_records=max_records,
                                           update_offsets=update_offsets)
                 if raw:
-                    if calm.quiet and time.monotonic() < calm.until and admits_runs(calm, raw):
+                    if calm.quiet and time.monotonic() < calm.until and admits_runs(calm, raw, replace_headers):
                         return raw
                     core.fetched_late()
                     return self._take(raw, {})

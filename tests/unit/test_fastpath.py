@@ -426,6 +426,11 @@ def _calm(impl: str) -> Any:
     return C.Calm() if impl == "c" else _fastpath.PyCalm()
 
 
+def _admits_runs(impl: str, calm: Any, fetched: Any, replace: Any = _fastpath.replace_headers) -> bool:
+    """The grouped calm check (kafka-python, aiokafka) of ``impl``, on a calm of ``impl``."""
+    return (C.admits_runs if impl == "c" else _fastpath.admits_runs_py)(calm, fetched, replace)
+
+
 #: How the calm check meets a fetched record: a fake with the methods it
 #: calls, a real ``confluent_kafka.Message`` through its methods, or one
 #: whose fields the C check reads in place (what a consumer gets).
@@ -652,12 +657,12 @@ def test_records_of_a_held_partition_never_pass_the_calm_check(
     if not admitted:
         assert got == ("after", fetched) and calm.expected == start, case
     open_tp, held_tp = _KTP("t", 0), _KTP("t", 1)
-    by_runs = _fastpath.PyCalm()
+    by_runs = _calm(impl)
     by_runs.managed, by_runs.held = frozenset({"t"}), frozenset({("t", 1)})
     by_runs.expected.update(start)
-    assert not _fastpath.admits_runs(by_runs, {open_tp: [_Rec(5, [])], held_tp: [_Rec(3, [])]})
+    assert not _admits_runs(impl, by_runs, {open_tp: [_Rec(5, [])], held_tp: [_Rec(3, [])]})
     assert by_runs.expected == start
-    assert _fastpath.admits_runs(by_runs, {open_tp: [_Rec(5, [])]}) and by_runs.expected == {("t", 0): 6, ("t", 1): 3}
+    assert _admits_runs(impl, by_runs, {open_tp: [_Rec(5, [])]}) and by_runs.expected == {("t", 0): 6, ("t", 1): 3}
 
 
 @pytest.mark.parametrize("impl", _impls())
@@ -800,6 +805,7 @@ def _aiokafka_replace(record: Any, headers: List[Tuple[str, bytes]]) -> Any:
     return record
 
 
+@pytest.mark.parametrize("impl", _impls())
 @pytest.mark.parametrize("record, replace", [(_kafka_python_records, _fastpath.replace_headers),
                                              (_aiokafka_records, _aiokafka_replace)],
                          ids=["kafka-python", "aiokafka"])
@@ -816,13 +822,13 @@ def _aiokafka_replace(record: Any, headers: List[Tuple[str, bytes]]) -> Any:
     ("stamp of another log", {("u", 0): [(5, b"other:1")]}),
 ])
 def test_the_calm_check_decides_alike_for_every_client(case: str, runs: Dict[Tuple[str, int], List[Any]],
-                                                       record: Callable[..., Any], replace: Any) -> None:
+                                                       record: Callable[..., Any], replace: Any, impl: str) -> None:
     """``admits_runs`` (kafka-python's and aiokafka's fetch, grouped by
     partition; aiokafka's records carry their headers as a tuple) is the
     predicate of ``admits_py`` (confluent-kafka's list of messages): same
     decision, same expected offsets after, included stamps removed."""
-    def calm() -> Any:
-        c = _fastpath.PyCalm()
+    def calm(impl: str = "python") -> Any:
+        c = _calm(impl)
         c.managed, c.stamp_prefix, c.view_next = frozenset({"t"}), b"log:", 7
         c.expected.update({("t", 0): 5, ("t", 1): 3})
         return c
@@ -835,9 +841,9 @@ def test_the_calm_check_decides_alike_for_every_client(case: str, runs: Dict[Tup
 
     msgs = [_Msg(t, p, offset(i), headers(i) or None) for (t, p), items in runs.items() for i in items]
     recs = {_KTP(t, p): [record((t, p), offset(i), headers(i)) for i in items] for (t, p), items in runs.items()}
-    by_list, by_runs = calm(), calm()
+    by_list, by_runs = calm(), calm(impl)
     decided = _fastpath.admits_py(by_list, msgs)
-    assert _fastpath.admits_runs(by_runs, recs, replace) is decided, case
+    assert _admits_runs(impl, by_runs, recs, replace) is decided, case
     assert by_runs.expected == by_list.expected, case
     if decided:
         assert all(m.headers() in (None, [("app", b"1")]) for m in msgs)
@@ -901,6 +907,89 @@ def test_c_and_python_stamp_passes_end_alike(seed: int, monkeypatch: Any) -> Non
         ends.append((stamps, [m.offset() for m in moved], [m.headers() for m in raw]))
     assert ends[0] == ends[1]
     assert ends[0][0] and ends[0][1]  # the seeds exercise stamps and tombstones
+
+
+def _grouped_fetch(seed: int) -> Tuple[Dict[str, Any], Dict[Any, List[Any]]]:
+    """A calm (its fields) and a grouped fetch (kafka-python's lists, or
+    aiokafka's tuples of headers) with every shape the grouped check meets:
+    runs that start where expected or not, holes, held partitions, gate
+    limits, watched offsets, unmanaged topics, stamps of every kind."""
+    from kafka_ordered.tokens import encode
+
+    rng = random.Random(seed)
+    shapes = [
+        lambda: (), lambda: [("app", b"1")], lambda: [("kafka-ordered.reg", b"L:%d" % rng.randrange(12))],
+        lambda: (("app", b"2"), ("kafka-ordered.reg", b"L:%d" % rng.randrange(9))),
+        lambda: [("kafka-ordered.reg", b"M:1")], lambda: [("kafka-ordered.reg", b"L:x")],
+        lambda: [("kafka-ordered.reg", encode("L", 3))], lambda: [("kafka-ordered.moved", b"")],
+    ]
+    tps = [("t", 0), ("t", 1), ("t", 2), ("u", 0)]
+    fields: Dict[str, Any] = {
+        "managed": frozenset({"t"}), "stamp_prefix": b"L:", "view_next": 10,
+        "expected": {tp: rng.randrange(3) for tp in tps if rng.random() < 0.8},
+        "held": frozenset(tp for tp in tps if rng.random() < 0.1),
+        "limits": {tp: rng.randrange(2, 8) for tp in tps if rng.random() < 0.2},
+        "until_offsets": {tp: rng.randrange(1, 8) for tp in tps if rng.random() < 0.3},
+    }
+    fetched: Dict[Any, List[Any]] = {}
+    for tp in rng.sample(tps, rng.randint(1, 4)):
+        first = rng.randrange(3)
+        offsets = list(range(first, first + rng.randint(0, 5)))
+        if len(offsets) > 2 and rng.random() < 0.15:
+            del offsets[1]
+        recs = []
+        for o in offsets:
+            h = rng.choice(shapes)() if rng.random() < 0.3 else ()
+            recs.append(_Rec(o, []) if isinstance(h, list) and rng.random() < 0.5 else _TupleRec(o, h))
+            if isinstance(h, list):
+                recs[-1].headers = h
+        fetched[_KTP(*tp)] = recs
+    return fields, fetched
+
+
+class _TupleRec:
+    """A record as aiokafka hands it out (headers as a tuple, replaced in place)."""
+
+    def __init__(self, offset: int, headers: Any) -> None:
+        self.offset, self.headers = offset, tuple(headers)
+
+
+def _set_headers(record: Any, headers: List[Tuple[str, bytes]]) -> Any:
+    if isinstance(record, _TupleRec):
+        record.headers = headers
+        return record
+    return record._replace(headers)
+
+
+@pytest.mark.skipif(_hashing._C is None, reason="C speed-ups not built")
+@pytest.mark.parametrize("seed", range(300))
+def test_c_and_python_grouped_calm_checks_decide_alike(seed: int) -> None:
+    """The grouped calm check (kafka-python, aiokafka) in C and its
+    pure-Python twin: same decision, same expected offsets and quiet flag
+    after, same headers left on every record."""
+    ends = []
+    for impl in ("c", "python"):
+        fields, fetched = _grouped_fetch(seed)
+        calm = _calm(impl)
+        for name, value in fields.items():
+            setattr(calm, name, value) if name not in ("expected",) else calm.expected.update(value)
+        calm.quiet = True
+        decided = _admits_runs(impl, calm, fetched, _set_headers)
+        left = [[list(r.headers) for r in recs] for recs in fetched.values()]
+        ends.append((decided, dict(calm.expected), calm.quiet, left))
+    assert ends[0] == ends[1]
+
+
+def test_the_seeds_of_the_grouped_twin_test_cover_both_decisions() -> None:
+    got = set()
+    for seed in range(300):
+        fields, fetched = _grouped_fetch(seed)
+        calm = _fastpath.PyCalm()
+        for name, value in fields.items():
+            setattr(calm, name, value) if name != "expected" else calm.expected.update(value)
+        calm.quiet = True
+        got.add((_fastpath.admits_runs_py(calm, fetched, _set_headers), calm.quiet))
+    assert got == {(True, True), (True, False), (False, True)}
 
 
 # -- the full path's first look at a fetch, and the size of kept records
@@ -968,8 +1057,8 @@ def test_a_calm_fetch_that_reaches_a_watched_offset_is_returned_and_ends_the_cal
     calm, fetched, got, calls = _calm_fetch(impl, messages(fetched), until_offsets={("t", 0): 8})
     assert got is fetched and [c[0] for c in calls] == ["fetch"], case
     assert calm.quiet is (not ends), case
-    by_runs = _calm_with(_fastpath.PyCalm(), until_offsets={("t", 0): 8})
-    assert _fastpath.admits_runs(by_runs, _as_runs(fetched))
+    by_runs = _calm_with(_calm(impl), until_offsets={("t", 0): 8})
+    assert _admits_runs(impl, by_runs, _as_runs(fetched))
     assert by_runs.quiet is (not ends), case
 
 
@@ -1036,5 +1125,5 @@ def test_records_at_a_closed_gate_never_pass_the_calm_check(
     assert (got is fetched) is admitted, case
     if not admitted:
         assert got == ("after", fetched) and calm.expected == _START, case
-    by_runs = _calm_with(_fastpath.PyCalm(), limits={("t", 0): 7})
-    assert _fastpath.admits_runs(by_runs, _as_runs(fetched)) is admitted, case
+    by_runs = _calm_with(_calm(impl), limits={("t", 0): 7})
+    assert _admits_runs(impl, by_runs, _as_runs(fetched)) is admitted, case
