@@ -956,6 +956,8 @@ class GatingCore:
             self._unpause([tp])
         elif tp in self.kept and not self.kept[tp]:
             self._forget_kept(tp)  # nothing in hand: the calm may come back
+        else:
+            self._kept_bytes.pop(tp, None)  # what a released partition keeps is not bounded
 
     def _opens_here(self, tp: TP) -> bool:
         """Whether this member owns every source of ``tp``'s first closed gate:
@@ -996,8 +998,13 @@ class GatingCore:
         back to the client); a released partition keeps whatever it must."""
         recs = self.kept[tp]
         recs.extend(records)
-        size = self._kept_bytes[tp] = self._kept_bytes.get(tp, 0) + self.kept_bytes(records)
-        if (len(recs) > KEEP_IN_HAND_RECORDS or size > KEEP_IN_HAND_BYTES) and tp in self.parts.in_hand:
+        if tp not in self.parts.in_hand:
+            return
+        # Sized while held in hand only (see release): in full at the
+        # hold's first keep, then as records come.
+        size = self._kept_bytes.get(tp)
+        size = self._kept_bytes[tp] = self.kept_bytes(recs) if size is None else size + self.kept_bytes(records)
+        if len(recs) > KEEP_IN_HAND_RECORDS or size > KEEP_IN_HAND_BYTES:
             self.pause_in_hand(tp)
 
     def handed(self, tp: TP, count: int) -> None:
@@ -1005,8 +1012,8 @@ class GatingCore:
         from :attr:`kept` (the entry too once empty, unless ``tp`` is held in
         hand)."""
         recs = self.kept[tp]
-        if self._kept_bytes:
-            self._kept_bytes[tp] = self._kept_bytes.get(tp, 0) - self.kept_bytes(recs[:count])
+        if tp in self._kept_bytes:
+            self._kept_bytes[tp] -= self.kept_bytes(recs[:count])
         del recs[:count]
         if not recs and tp not in self.parts.in_hand:
             self._forget_kept(tp)

@@ -21,6 +21,8 @@ from .tombstones import is_move_tombstone
 __all__ = ["Replace", "from_hand", "needs_catch_up", "released_in_hand", "scan", "serialized_bytes", "take"]
 
 _HEADERS = operator.attrgetter("headers")
+_KEY_SIZE = operator.attrgetter("serialized_key_size")
+_VALUE_SIZE = operator.attrgetter("serialized_value_size")
 
 #: ``replace(record, headers)``: a copy of ``record`` with ``headers``.
 Replace = Callable[[Any, List[Tuple[str, bytes]]], Any]
@@ -84,9 +86,10 @@ def needs_catch_up(core: GatingCore, raw: Mapping[Any, List[Any]]) -> bool:
         if not recs:
             continue
         newest: Optional[int] = None
-        for r in recs:
-            if r.headers:
-                got = stamp_of(r.headers, log_id)
+        headers = list(map(_HEADERS, recs))
+        if any(headers):
+            for h in compress(headers, headers):  # only the records with headers
+                got = stamp_of(h, log_id)
                 if got is not None and (newest is None or got > newest):
                     newest = got
         if core.managed(tp.topic):
@@ -98,8 +101,11 @@ def needs_catch_up(core: GatingCore, raw: Mapping[Any, List[Any]]) -> bool:
 
 def serialized_bytes(records: List[Any]) -> int:
     """kafka-python or aiokafka records' size in bytes, for the bounds of
-    what a partition keeps in hand (:attr:`GatingCore.kept_bytes`)."""
-    return sum(max(0, r.serialized_key_size) + max(0, r.serialized_value_size) for r in records)
+    what a partition keeps in hand (:attr:`GatingCore.kept_bytes`); both
+    clients give -1 for a missing key or value."""
+    keys = list(map(_KEY_SIZE, records))
+    values = list(map(_VALUE_SIZE, records))
+    return sum(keys) + sum(values) + operator.countOf(keys, -1) + operator.countOf(values, -1)
 
 
 def released_in_hand(core: GatingCore, among: Optional[AbstractSet[TP]] = None) -> bool:

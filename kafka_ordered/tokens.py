@@ -91,15 +91,30 @@ def _is_ours(name: Any) -> bool:
     return name == HEADER or name == HEADER_BYTES
 
 
+def _offset_in(value: Any, log_id: str, prefix: Optional[bytes]) -> Optional[int]:
+    """The layout-log offset of stamp header ``value`` when it is of the log
+    ``log_id`` (``prefix``: ``b"<log_id>:"``, the common shape read without
+    decoding), else ``None``."""
+    if prefix is not None and value.__class__ is bytes and value.startswith(prefix) and value[len(prefix):].isdigit():
+        return int(value[len(prefix):])
+    got = decode(value)
+    return got[1] if got is not None and got[0] == log_id else None
+
+
+def _prefix(log_id: str) -> Optional[bytes]:
+    return f"{log_id}:".encode("ascii", "replace") if log_id else None
+
+
 def stamp_of(headers: Any, log_id: str) -> Optional[int]:
     """The newest ``L_R`` stamped on a record for the log ``log_id``, or ``None``
     (no stamp, a malformed one, or one from another log)."""
     best: Optional[int] = None
+    prefix = _prefix(log_id)
     for name, value in _pairs(headers):
         if _is_ours(name):
-            got = decode(value)
-            if got is not None and got[0] == log_id and (best is None or got[1] > best):
-                best = got[1]
+            off = _offset_in(value, log_id, prefix)
+            if off is not None and (best is None or off > best):
+                best = off
     return best
 
 
@@ -127,20 +142,14 @@ def take_stamp(headers: Any, log_id: str) -> Optional[Tuple[Optional[int], Optio
     found = False
     best: Optional[int] = None
     left: List[Any] = []
-    prefix = f"{log_id}:".encode("ascii", "replace") if log_id else None
+    prefix = _prefix(log_id)
     for pair in pairs:
         name = pair[0]
         if name != HEADER and name != HEADER_BYTES:
             left.append(pair)
             continue
         found = True
-        value = pair[1]
-        if prefix is not None and value.__class__ is bytes and value.startswith(prefix) \
-                and value[len(prefix):].isdigit():
-            off: Optional[int] = int(value[len(prefix):])
-        else:
-            got = decode(value)
-            off = got[1] if got is not None and got[0] == log_id else None
+        off = _offset_in(pair[1], log_id, prefix)
         if off is not None and (best is None or off > best):
             best = off
     if not found:

@@ -163,6 +163,39 @@ def test_a_hold_in_hand_beyond_the_byte_bound_becomes_a_pause(monkeypatch: pytes
     assert not core.in_hand(TP1) and TP1 in port.paused and port.position[TP1] == 5
 
 
+def test_kept_records_are_sized_only_while_their_partition_is_held_in_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The byte bound applies to holds in hand only: records kept of a
+    released partition are not sized as they come and go (a replay keeps
+    and hands out thousands); a new hold in hand sizes what is kept once,
+    when it keeps more, then only what it keeps."""
+    monkeypatch.setattr(_gating, "KEEP_IN_HAND_BYTES", 20)
+    core, port = _grouped_core()
+    sized: List[int] = []
+
+    def size(rs: List[Rec]) -> int:
+        sized.extend(r.offset for r in rs)
+        return sum(r.serialized_key_size + r.serialized_value_size for r in rs)
+
+    core.kept_bytes = size
+    _fetch(core, port, {P1: _recs(1, 0, 12)})
+    assert core.in_hand(TP1) and sized == list(range(5, 12))
+    history = core.follower.history  # a second gate on partition 1 from offset 14, waiting on partition 0 up to 30
+    history.apply(history.next_offset, TOPIC.encode(),
+                  encode_registration(TOPIC, "q", True, 2, 1, {1: (14, {0: 30})})[1])
+    core.refresh_gates(force=True)
+    _source_processed(core, port)
+    sized.clear()
+    out = _fetch(core, port, {P1: _recs(1, 12, 16)}, limit=3)
+    assert _offsets(out, P1) == [5, 6, 7] and not core.in_hand(TP1)
+    assert sized == [], "released: what is kept and handed out is not sized"
+    out = take(core, {}, {}, _replace)
+    assert _offsets(out, P1) == list(range(8, 14)) and core.in_hand(TP1)
+    assert [r.offset for r in core.kept[TP1]] == [14, 15] and sized == []
+    _fetch(core, port, {P1: _recs(1, 16, 30)})
+    assert not core.in_hand(TP1) and TP1 in port.paused, "past the byte bound: a pause"
+    assert sized == list(range(14, 30)), "held in hand again: what it keeps is sized, once"
+
+
 def test_an_error_in_take_gives_records_in_hand_back() -> None:
     core, port = _grouped_core()
     _fetch(core, port, {P1: _recs(1, 0, 8)})
@@ -221,3 +254,13 @@ def test_a_hold_in_hand_that_kept_nothing_leaves_nothing_in_hand_once_released()
     core.maintain()
     core.settle()
     assert core.calm.quiet
+
+
+def test_serialized_bytes_counts_keys_and_values_a_missing_one_as_none() -> None:
+    from kafka_ordered._grouped import serialized_bytes
+
+    recs = [Rec(TOPIC, 0, 0, serialized_key_size=3, serialized_value_size=10),
+            Rec(TOPIC, 0, 1, key=None, serialized_key_size=-1, serialized_value_size=7),
+            Rec(TOPIC, 0, 2, value=None, serialized_key_size=2, serialized_value_size=-1)]
+    assert serialized_bytes(recs) == 22
+    assert serialized_bytes([]) == 0
