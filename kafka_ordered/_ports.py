@@ -99,16 +99,13 @@ class ConsumerPort(Protocol):
     def seek(self, tp: TP, offset: int) -> None:
         """Make ``offset`` the next record fetched from ``tp``."""
 
-    def committed(self, tps: List[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
-        """The group's committed offsets; partitions without one are left out.
-        ``timeout``: seconds to wait at most (``ordered.metadata.timeout.ms``
-        when ``None``). Raises :class:`~kafka_ordered.errors.KafkaOrderedError`
-        (retriable when the cluster may answer later)."""
-
     def committed_later(self, tps: List[TP], timeout: float) -> Pending[Dict[TP, int]]:
-        """:meth:`committed` without waiting for the answer: never blocks on
-        the network (the gating core reads other members' commits this way
-        between fetches); the request gives up after ``timeout`` seconds."""
+        """The group's committed offsets (partitions without one left out),
+        without waiting for the answer: never blocks on the network (the
+        gating core reads other members' commits this way between fetches);
+        the request gives up after ``timeout`` seconds. The answer raises a
+        :class:`~kafka_ordered.errors.KafkaOrderedError` (retriable when the
+        cluster may answer later)."""
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         """Commit ``offsets`` for the group; returns the client's own result."""

@@ -193,14 +193,6 @@ class _ConsumerPort:
     def learn_partitions(self, topic: str) -> None:
         self.bridge.call(self.consumer._client.force_metadata_update)
 
-    def committed(self, tps: List[TP], timeout: Optional[float] = None) -> Dict[TP, int]:
-        try:
-            res = self.bridge.wait(self.consumer._coordinator.fetch_committed_offsets, self.partitions(tps),
-                                   timeout=self.timeout if timeout is None else timeout)
-        except (KafkaError, TimeoutError) as e:
-            raise translate(e, "reading committed offsets") from e
-        return _commits(res)
-
     def committed_later(self, tps: List[TP], timeout: float) -> Pending[Dict[TP, int]]:
         if self.reader is None:
             raise RuntimeError("the consumer's layout-log resources are not open")
@@ -428,10 +420,7 @@ class OrderedAIOKafkaConsumer:
         keys = [(tp.topic, tp.partition) for tp in parts]
         try:
             # aiokafka's coordinator tries a retriable failure again itself.
-            try:
-                committed = _commits(await self._consumer._coordinator.fetch_committed_offsets(parts))
-            except KafkaError as e:
-                raise translate(e, "reading committed offsets") from e
+            committed = await self._committed_of(parts, None)
             starts = await self._bridge.run(self._core.assigned, keys, committed)
         except BaseException as e:
             # aiokafka logs the listener's error and fetches them ungated.
@@ -444,6 +433,17 @@ class OrderedAIOKafkaConsumer:
             if off is not None:
                 self._consumer.seek(tp, off)
         await self._bridge.run(self._core.unpause_assigned, keys)
+
+    async def _committed_of(self, parts: List[TopicPartition], timeout: Optional[float]) -> Dict[TP, int]:
+        """The group's commits of ``parts`` (partitions without one left
+        out), read on the loop by aiokafka's coordinator within ``timeout``
+        seconds (``None``: its own retries decide); raises a
+        :class:`~kafka_ordered.errors.KafkaOrderedError`."""
+        try:
+            return _commits(await asyncio.wait_for(self._consumer._coordinator.fetch_committed_offsets(parts),
+                                                   timeout))
+        except (KafkaError, TimeoutError) as e:
+            raise translate(e, "reading committed offsets") from e
 
     async def _on_revoked(self, revoked: Any) -> None:
         core = self._core_
@@ -505,9 +505,11 @@ class OrderedAIOKafkaConsumer:
             self._key_listener = key_listener
             self._apply_listener()
         want = {(tp.topic, tp.partition) for tp in partitions}
-        await self._bridge.run(core.revoked, sorted(core.owned - want))
+        gone = sorted(core.owned - want)
+        if gone:
+            await self._bridge.run(core.revoked, gone)
         added = sorted(want - core.owned)
-        committed = await self._bridge.run(self._port.committed, added) if added else {}
+        committed = await self._committed_of(self._port.partitions(added), self._options.timeout) if added else {}
         starts = await self._bridge.run(core.assigned, added, committed)
         # The client's assignment and the seeks with no await between: its
         # fetcher never starts resolving a position of its own (which would

@@ -185,7 +185,8 @@ class OrderedConsumer:
                                 auto_store)
         self._batch: PollBatch[Message] = PollBatch(_tp, Message.offset,  # type: ignore[arg-type]
                                                     opts["ordered.poll.batch.records"])
-        port = _ConsumerPort(self._consumer, options.timeout, self._batch, str(conf["group.id"]), shared.offsets)
+        port = self._port = _ConsumerPort(self._consumer, options.timeout, self._batch, str(conf["group.id"]),
+                                          shared.offsets)
         self._core = GatingCore(port, shared.follower, shared.offsets, options)
         self._core.keep_in_hand = True
         self._core.kept_offset = Message.offset  # type: ignore[assignment]
@@ -270,7 +271,7 @@ class OrderedConsumer:
         rule = StartRead()
         while True:
             try:
-                return self._core.port.committed(tps)
+                return self._port.committed(tps)
             except KafkaOrderedError as e:
                 time.sleep(rule.retry_after(e))
 
