@@ -53,10 +53,15 @@ demo: $(VENV)/.base
 FALLBACK_TESTS ?= tests/unit tests/integration/test_ordering_scenarios.py
 KAFKA_CI_TESTS ?= tests/integration tests/spark/test_pipeline.py tests/spark/test_sink.py \
 	tests/spark/test_ordering.py tests/spark/test_secured.py tests/spark/test_builtin_parity.py tests/chaos
+# Also left to make test-kafka: the harness's node life cycle (85 s; the cluster-operation tests and the
+# chaos seeds there stop, kill and restart nodes too) and seed 8's plain control (seed 39's stays)
+KAFKA_CI_CUTS ?= --deselect tests/integration/test_kafka_cluster.py::test_life_cycle_of_a_node \
+	--deselect "tests/chaos/test_chaos.py::test_plain_clients_break_order_under_the_same_faults[8]"
 test: $(VENV)/.full spark-kafka-jars
 	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 	KAFKA_ORDERED_NO_SPEEDUPS=1 $(PY) -m pytest --durations=25 $(FALLBACK_TESTS) $(PYTEST_ARGS)
-	$(MAKE) --no-print-directory test-kafka KAFKA_TESTS="$(KAFKA_CI_TESTS)" PYTEST_ARGS="--durations=25 $(PYTEST_ARGS)"
+	$(MAKE) --no-print-directory test-kafka KAFKA_TESTS="$(KAFKA_CI_TESTS)" \
+		PYTEST_ARGS='--durations=25 $(KAFKA_CI_CUTS) $(PYTEST_ARGS)'
 
 ## make test-kafka: the integration, Spark and fixed chaos tests on a 3-node Apache Kafka KRaft cluster
 ## (the unit tests need no broker; KAFKA_TESTS=... narrows it)
