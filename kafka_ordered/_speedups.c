@@ -1433,6 +1433,34 @@ calm_moved(Calm *calm, PyObject *key, PyObject *nxt)
     return r < 0 ? -1 : 0;
 }
 
+/* Whether a run of partition key may pass the calm check: -1 on error; 0
+ * when the partition is held (or its limit is not an int); 1 with *limit
+ * set to its closed gate's start (LLONG_MAX: none), from which no record
+ * passes. */
+static int
+calm_run_allowed(Calm *calm, PyObject *key, long long *limit)
+{
+    PyObject *v;
+    int c;
+    *limit = LLONG_MAX;
+    if (PySet_GET_SIZE(calm->held)) {
+        c = PySet_Contains(calm->held, key);
+        if (c != 0)
+            return c < 0 ? -1 : 0;
+    }
+    if (PyDict_GET_SIZE(calm->limits)) {
+        v = PyDict_GetItemWithError(calm->limits, key); /* borrowed */
+        if (v == NULL)
+            return PyErr_Occurred() ? -1 : 1;
+        if (!PyLong_Check(v))
+            return 0;
+        *limit = PyLong_AsLongLong(v);
+        if (*limit == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return 1;
+}
+
 static int
 calm_admits(Calm *calm, PyObject *res)
 {
@@ -1543,21 +1571,9 @@ calm_admits(Calm *calm, PyObject *res)
         Py_DECREF(part);
         Py_XSETREF(prev_topic, topic);
         if (key == NULL) { ok = -1; break; }
-        if (PySet_GET_SIZE(calm->held)) {
-            c = PySet_Contains(calm->held, key);
-            if (c != 0) { ok = c < 0 ? -1 : 0; break; }
-        }
-        limit = LLONG_MAX;
-        if (PyDict_GET_SIZE(calm->limits)) {
-            v = PyDict_GetItemWithError(calm->limits, key); /* borrowed */
-            if (v == NULL && PyErr_Occurred()) { ok = -1; break; }
-            if (v != NULL) {
-                if (!PyLong_Check(v)) { ok = 0; break; }
-                limit = PyLong_AsLongLong(v);
-                if (limit == -1 && PyErr_Occurred()) { ok = -1; break; }
-            }
-            if (o >= limit) { ok = 0; break; }
-        }
+        c = calm_run_allowed(calm, key, &limit);
+        if (c != 1) { ok = c; break; }
+        if (o >= limit) { ok = 0; break; }
         v = PyDict_GetItemWithError(calm->expected, key); /* borrowed */
         if (v == NULL) {
             ok = PyErr_Occurred() ? -1 : 0;
@@ -1677,19 +1693,8 @@ py_admits_runs(PyObject *module, PyObject *args)
             ok = 0;
             break;
         }
-        if (PySet_GET_SIZE(calm->held)) {
-            c = PySet_Contains(calm->held, key);
-            if (c != 0) { Py_DECREF(key); ok = c < 0 ? -1 : 0; break; }
-        }
-        if (PyDict_GET_SIZE(calm->limits)) {
-            v = PyDict_GetItemWithError(calm->limits, key); /* borrowed */
-            if (v == NULL && PyErr_Occurred()) { Py_DECREF(key); ok = -1; break; }
-            if (v != NULL) {
-                limit = PyLong_Check(v) ? PyLong_AsLongLong(v) : LLONG_MIN;
-                if (limit == -1 && PyErr_Occurred()) { Py_DECREF(key); ok = -1; break; }
-                if (l >= limit) { Py_DECREF(key); ok = 0; break; }
-            }
-        }
+        c = calm_run_allowed(calm, key, &limit);
+        if (c != 1 || l >= limit) { Py_DECREF(key); ok = c == 1 ? 0 : c; break; }
         nxt = PyLong_FromLongLong(l + 1);
         pair = nxt ? PyTuple_Pack(2, key, nxt) : NULL;
         Py_XDECREF(nxt);

@@ -8,7 +8,7 @@ its worker thread the others."""
 from __future__ import annotations
 
 import random
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -16,28 +16,9 @@ from kafka_ordered._grouped import needs_catch_up, take
 from kafka_ordered.tokens import HEADER
 
 from .test_gating_core import TOPIC, _core
+from .test_grouped_in_hand import Part, Rec, _replace
 
 UNMANAGED = "u"
-
-
-class Part(NamedTuple):
-    topic: str
-    partition: int
-
-
-class Rec(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    key: Optional[bytes] = b"k"
-    value: Optional[bytes] = b"v"
-    headers: Any = []
-    serialized_key_size: int = 1
-    serialized_value_size: int = 1
-
-
-def _replace(rec: Rec, headers: List[Tuple[str, bytes]]) -> Rec:
-    return rec._replace(headers=headers)
 
 
 def _headers(rng: random.Random, view_next: int) -> Any:
