@@ -72,8 +72,8 @@ from .tokens import HEADER as _STAMP_HEADER
 from .tombstones import HEADER as _MOVED_HEADER
 
 __all__ = ["ProducerRoute", "PyProducerRoute", "fast_produce", "fast_produce_py", "close_route", "method",
-           "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "admits_runs_py", "replace_headers", "calm_wait", "calm_rest",
-           "fast_fetch",
+           "PyMethod", "Calm", "PyCalm", "admits_py", "admits_runs", "admits_runs_py", "replace_headers", "calm_wait",
+           "calm_rest", "fast_fetch",
            "fast_fetch_py", "take_stamps", "take_stamps_py", "fetch_shape", "fetch_shape_py", "message_bytes",
            "message_bytes_py"]
 
@@ -371,11 +371,11 @@ def take_stamps_py(messages: List[Any], prefix: Optional[bytes]) -> Tuple[Dict[i
     return {}, [i for i, m in enumerate(messages) if m.headers()]
 
 
-#: The stamp pass in use: ``kafka_ordered._speedups.take_stamps`` or :func:`take_stamps_py`.
 #: The grouped calm check in use: ``kafka_ordered._speedups.admits_runs`` or :func:`admits_runs_py`.
 admits_runs: Callable[[Any, Mapping[Any, List[Any]], Callable[[Any, List[Tuple[str, bytes]]], Any]], bool] = (
     _hashing._C.admits_runs if _hashing._C is not None else admits_runs_py)
 
+#: The stamp pass in use: ``kafka_ordered._speedups.take_stamps`` or :func:`take_stamps_py`.
 take_stamps: Callable[[List[Any], Optional[bytes]], Tuple[Dict[int, int], List[int]]] = (
     _hashing._C.take_stamps if _hashing._C is not None else take_stamps_py)
 
