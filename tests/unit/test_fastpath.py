@@ -947,6 +947,19 @@ def _grouped_fetch(seed: int) -> Tuple[Dict[str, Any], Dict[Any, List[Any]]]:
     return fields, fetched
 
 
+def _grouped_calm(impl: str, fields: Dict[str, Any]) -> Any:
+    """A quiet calm of ``impl`` with the fields :func:`_grouped_fetch` drew
+    (``expected`` is the calm's own dict, filled in place)."""
+    calm = _calm(impl)
+    for name, value in fields.items():
+        if name == "expected":
+            calm.expected.update(value)
+        else:
+            setattr(calm, name, value)
+    calm.quiet = True
+    return calm
+
+
 class _TupleRec:
     """A record as aiokafka hands it out (headers as a tuple, replaced in place)."""
 
@@ -970,10 +983,7 @@ def test_c_and_python_grouped_calm_checks_decide_alike(seed: int) -> None:
     ends = []
     for impl in ("c", "python"):
         fields, fetched = _grouped_fetch(seed)
-        calm = _calm(impl)
-        for name, value in fields.items():
-            setattr(calm, name, value) if name not in ("expected",) else calm.expected.update(value)
-        calm.quiet = True
+        calm = _grouped_calm(impl, fields)
         decided = _admits_runs(impl, calm, fetched, _set_headers)
         left = [[list(r.headers) for r in recs] for recs in fetched.values()]
         ends.append((decided, dict(calm.expected), calm.quiet, left))
@@ -984,10 +994,7 @@ def test_the_seeds_of_the_grouped_twin_test_cover_both_decisions() -> None:
     got = set()
     for seed in range(300):
         fields, fetched = _grouped_fetch(seed)
-        calm = _fastpath.PyCalm()
-        for name, value in fields.items():
-            setattr(calm, name, value) if name != "expected" else calm.expected.update(value)
-        calm.quiet = True
+        calm = _grouped_calm("python", fields)
         got.add((_fastpath.admits_runs_py(calm, fetched, _set_headers), calm.quiet))
     assert got == {(True, True), (True, False), (False, True)}
 
