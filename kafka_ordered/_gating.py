@@ -470,19 +470,28 @@ class GatingCore:
         if self.opts.gating and self.freshness.sought:
             self.freshness.pay_sought()
         waited = self.keeper.waited_on()
+        unread: AbstractSet[TP] = frozenset()
         if waited and self.parts.commit_unknown:
-            # Unread (the cluster not answering): the waits are judged at a later poll.
-            waited = self.keeper.waited_on() if self._read_commits(waited) else frozenset()
+            if self._read_commits(waited):
+                waited = self.keeper.waited_on()
+            else:
+                # Not answered yet: what this member processed opens its own
+                # gates now; which waits it crossed is judged once the group's
+                # commit tells those an earlier member passed.
+                unread = self.parts.commit_unknown
         if waited:
             new = self._finished(waited)
             crossed = []
             for tp, off in new.items():
                 st = self.parts[tp]
-                if self.keeper.crossed(tp, st.revoke_mark, off):
-                    crossed.append(tp)
                 if st.processed != off:
                     self._dirty = True
-                st.revoke_mark = st.processed = off
+                st.processed = off
+                if tp in unread:
+                    continue
+                if self.keeper.crossed(tp, st.revoke_mark, off):
+                    crossed.append(tp)
+                st.revoke_mark = off
             if crossed and self._listener is not None:
                 self._listener.on_partition_key_maybe_revoked(self.port.partitions(sorted(crossed)))
             if crossed and self.opts.auto_commit:
@@ -725,7 +734,6 @@ class GatingCore:
         if (parts.init_commit or self._dirty
                 or any(tp not in parts.held for tp in self.kept)  # released: what is in hand goes first
                 or (self._stored_mode and (waited or parts.in_hand))
-                or (waited and parts.commit_unknown)
                 or (parts.held and not closed)
                 or (gating and self._listener is not None and keeper.has_announcements())):
             calm.quiet = False
@@ -755,6 +763,9 @@ class GatingCore:
             # latest, whatever the calm's offsets.
             due = self.last_commit + self.opts.commit_interval
             calm.until = min(calm.until, due if due > now else now + self.opts.commit_interval)
+        if waited and parts.commit_unknown:
+            # The crossings of their waits are judged once the read answers.
+            calm.until = min(calm.until, self._starts_read.due)
         reads = (self._commits_read, self._starts_read, self._log_starts_read)
         if any(read.pending is not None for read in reads):
             self._drop_unwanted_reads()
@@ -779,12 +790,15 @@ class GatingCore:
         next offset whose delivery crosses a hand-off wait on it (``waited``;
         announced and committed by :meth:`begin_poll`) or meets the lowest
         unmet wait of a closed gate on it (``sources``: those closed gates
-        wait on; :meth:`maintain` may then open the gate)."""
+        wait on; :meth:`maintain` may then open the gate). Hand-off waits on
+        partitions whose group commit is not read yet end nothing: their
+        crossings are judged when the read answers, which ends the calm."""
         parts, keeper = self.parts, self.keeper
         owned, held = parts.owned, parts.held
         ends: Dict[TP, int] = {}
+        unread = parts.commit_unknown
         for tp in waited:
-            if tp not in owned or tp in held:
+            if tp not in owned or tp in held or tp in unread:
                 continue
             st = parts[tp]
             marks = [m for m in (st.revoke_mark, st.processed) if m is not None]

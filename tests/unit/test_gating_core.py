@@ -498,6 +498,67 @@ def _process_the_source(core: GatingCore, port: FakePort) -> None:
     core.begin_poll()
 
 
+class Unanswered:
+    """A read on its way, answered when the test says so."""
+
+    def __init__(self) -> None:
+        self.value: Optional[Dict[TP, int]] = None
+
+    def done(self) -> bool:
+        return self.value is not None
+
+    def result(self) -> Dict[TP, int]:
+        assert self.value is not None
+        return self.value
+
+
+def test_a_gate_on_a_source_this_member_processed_opens_before_the_groups_commit_is_read() -> None:
+    """Partitions assigned at explicit offsets: the group's commit of an owned
+    source is read (never waited for) only to tell which of its hand-off
+    waits an earlier member passed. This member's own deliveries of the
+    source open the gates it owns on it meanwhile (a new group replaying
+    history would otherwise hold them until the read answers, tens of
+    milliseconds on a fresh client); the crossing of the wait is announced
+    once the read answers, and only if the group had not passed it."""
+    core, port = _in_hand_core()
+    read = Unanswered()
+    port.committed_later = lambda tps, timeout: read  # type: ignore[assignment,method-assign]
+    announced: List[Any] = []
+
+    class L:
+        def on_partition_key_maybe_revoked(self, tps: Any) -> None:
+            announced.append(tuple(tps))
+
+        def on_partition_key_assigned(self, tps: Any) -> None:
+            pass
+
+    tp = (TOPIC, 1)
+    port.position[tp] = 8
+    assert core.admit_run(tp, 8, lambda i: i) == 5
+    core.kept[tp] += [Rec(5), Rec(6), Rec(7)]
+    core.begin_poll()
+    assert core.parts.commit_unknown and core.in_hand(tp)
+    _process_the_source(core, port)
+    assert tp not in core.held(), "this member processed the source: the gate opened"
+    assert announced == [] and core.parts.commit_unknown, "the crossing waits for the group's commit"
+    core.handed(tp, 3)
+    core.settle()
+    assert core.calm.quiet and core.calm.until <= core._starts_read.due, "the calm ends to look for the answer"
+    core.listener = L()  # type: ignore[assignment]
+    read.value = {}  # the group had committed nothing
+    core.begin_poll()
+    assert announced == [((TOPIC, 0),)] and not core.parts.commit_unknown
+    other, port = _in_hand_core()
+    read = Unanswered()
+    port.committed_later = lambda tps, timeout: read  # type: ignore[assignment,method-assign]
+    other.listener = L()  # type: ignore[assignment]
+    announced.clear()
+    _process_the_source(other, port)
+    read.value = {(TOPIC, 0): 10}  # an earlier member passed the wait: nothing to announce
+    other.begin_poll()
+    assert announced == [] and other.keeper.waited_on() == frozenset()
+
+
 def test_a_hold_in_hand_neither_pauses_nor_seeks_and_its_release_does_not_resume() -> None:
     # Pausing makes librdkafka drop what it prefetched; the refetch after the
     # release then waits behind the Fetch in flight (a long poll of up to
@@ -712,8 +773,9 @@ def test_a_calm_beside_a_hold_in_hand_ends_where_its_source_meets_the_gate() -> 
 def test_a_failed_read_of_the_commits_at_explicit_offsets_is_sent_again() -> None:
     """Partitions assigned at explicit offsets whose hand-off waits need the
     group's commit: a read that fails (the coordinator not answering) leaves
-    the commit unknown and is sent again after its backoff; its answer then
-    settles the waits (the group committed past them) and the calm begins."""
+    the commit unknown and is sent again after its backoff (a calm meanwhile
+    ends then); its answer then settles the waits (the group committed past
+    them)."""
     from kafka_ordered.errors import BrokerUnavailableError
 
     core, port, view = _grown_core(owned=[0], gates=1)  # other members' gates wait on 0 at 1000
@@ -731,7 +793,7 @@ def test_a_failed_read_of_the_commits_at_explicit_offsets_is_sent_again() -> Non
     port.committed = committed  # type: ignore[method-assign]
     core.begin_poll()
     core.settle()
-    assert reads == [1.0] and not core.calm.quiet
+    assert reads == [1.0] and core.calm.quiet and core.calm.until == 2.0, "until the read is due again"
     clock[0] = 3.5
     core.begin_poll()
     core.settle()
