@@ -1461,6 +1461,23 @@ calm_run_allowed(Calm *calm, PyObject *key, long long *limit)
     return 1;
 }
 
+/* The kafka-ordered.reg headers of message m: 0 none, or only stamps the
+ * view includes (removed now); 1 the full path decides (see
+ * included_stamps); -1 on error. */
+static int
+message_stamps(Calm *calm, PyObject *m)
+{
+    PyObject *h = call0(m, S_HEADERS);
+    int c;
+    if (h == NULL)
+        return -1;
+    c = h == Py_None ? 0 : included_stamps(calm, h);
+    if (c == 1 && strip_stamps(m, h) < 0)
+        c = -1;
+    Py_DECREF(h);
+    return c == 2 ? 1 : c == 1 ? 0 : c;
+}
+
 static int
 calm_admits(Calm *calm, PyObject *res)
 {
@@ -1482,22 +1499,27 @@ calm_admits(Calm *calm, PyObject *res)
         long long p, o;
         int c;
         CflMessage *cm = Py_TYPE(m) == message_type ? (CflMessage *)m : NULL;
-        if (cm != NULL && (cm->error == NULL || cm->error == Py_None) && cm->headers == NULL && cm->c_headers == NULL && cm->topic != NULL) {
-            /* The common record: no error, no header; its fields read in place. */
+        if (cm != NULL && (cm->error == NULL || cm->error == Py_None) && cm->topic != NULL) {
+            /* A record without error: its fields read in place (its headers,
+             * if any, through headers()). A run goes on without hashing the
+             * topic, a new string in every record. */
+            if (cm->headers != NULL || cm->c_headers != NULL) {
+                c = message_stamps(calm, m);
+                if (c != 0) { ok = c < 0 ? -1 : 0; break; }
+            }
             topic = cm->topic;
+            p = cm->partition;
+            o = cm->offset;
+            if (prev_topic != NULL && p == prev_part && (topic == prev_topic || PyUnicode_Compare(topic, prev_topic) == 0)) {
+                if (o != prev_off + 1 || o >= limit) { ok = 0; break; }
+                prev_off = o;
+                continue;
+            }
             Py_INCREF(topic);
             c = PySet_Contains(calm->managed, topic);
             if (c <= 0) {
                 Py_DECREF(topic);
                 if (c < 0) { ok = -1; break; }
-                continue;
-            }
-            p = cm->partition;
-            o = cm->offset;
-            if (prev_topic != NULL && p == prev_part && (topic == prev_topic || PyUnicode_Compare(topic, prev_topic) == 0)) {
-                Py_DECREF(topic);
-                if (o != prev_off + 1 || o >= limit) { ok = 0; break; }
-                prev_off = o;
                 continue;
             }
             part = PyLong_FromLongLong(p);
@@ -1512,16 +1534,8 @@ calm_admits(Calm *calm, PyObject *res)
         c = v != Py_None;
         Py_DECREF(v);
         if (c) { ok = 0; break; }
-        v = call0(m, S_HEADERS);
-        if (v == NULL) { ok = -1; break; }
-        c = v == Py_None ? 0 : included_stamps(calm, v);
-        if (c == 1 && strip_stamps(m, v) < 0) {
-            Py_DECREF(v);
-            ok = -1;
-            break;
-        }
-        Py_DECREF(v);
-        if (c == 2) { ok = 0; break; }
+        c = message_stamps(calm, m);
+        if (c != 0) { ok = c < 0 ? -1 : 0; break; }
         topic = call0(m, S_TOPIC);
         if (topic == NULL) { ok = -1; break; }
         c = PySet_Contains(calm->managed, topic);
