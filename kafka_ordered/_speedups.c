@@ -15,6 +15,8 @@
 #include <structmember.h> /* T_PYSSIZET, READONLY (Py_T_* only from 3.12) */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <dlfcn.h>
 
 #define MASK31 0x7fffffffu
 
@@ -1254,6 +1256,23 @@ static PyTypeObject CalmType = {
 
 static PyObject *S_ERROR, *S_HEADERS, *S_TOPIC, *S_PARTITION, *S_OFFSET, *S_STAMP_HEADER, *S_SET_HEADERS, *S_VALUE, *S_KEY;
 
+/* Whether stamp value v (vlen bytes) is "<prefix><digits>" (at most 18
+ * digits); *off: the digits' number. */
+static int
+stamp_offset(const char *v, Py_ssize_t vlen, const char *prefix, Py_ssize_t plen, long long *off)
+{
+    Py_ssize_t j;
+    if (vlen <= plen || vlen - plen > 18 || memcmp(v, prefix, (size_t)plen) != 0)
+        return 0;
+    *off = 0;
+    for (j = plen; j < vlen; j++) {
+        if (v[j] < '0' || v[j] > '9')
+            return 0;
+        *off = *off * 10 + (v[j] - '0');
+    }
+    return 1;
+}
+
 /* The kafka-ordered.reg headers of header list (or tuple) h (for the calm check and the full path): 0 none;
  * 1 only stamps "<prefix><digits>" of this consumer's log (*best: the
  * newest); 2 anything else the Python path decides (another log's stamp, an
@@ -1261,7 +1280,7 @@ static PyObject *S_ERROR, *S_HEADERS, *S_TOPIC, *S_PARTITION, *S_OFFSET, *S_STAM
 static int
 own_stamps(PyObject *h, const char *prefix, Py_ssize_t plen, long long *best)
 {
-    Py_ssize_t i, n, vlen, j;
+    Py_ssize_t i, n;
     PyObject **items;
     int found = 0;
     if (!PyList_Check(h) && !PyTuple_Check(h))
@@ -1270,7 +1289,6 @@ own_stamps(PyObject *h, const char *prefix, Py_ssize_t plen, long long *best)
     items = PySequence_Fast_ITEMS(h);
     for (i = 0; i < n; i++) {
         PyObject *t = items[i], *name, *value;
-        const char *v;
         long long off = 0;
         if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2)
             return 2;
@@ -1280,17 +1298,9 @@ own_stamps(PyObject *h, const char *prefix, Py_ssize_t plen, long long *best)
         if (PyUnicode_Compare(name, S_STAMP_HEADER) != 0)
             continue;
         value = PyTuple_GET_ITEM(t, 1);
-        if (plen == 0 || !PyBytes_Check(value))
+        if (plen == 0 || !PyBytes_Check(value)
+                || !stamp_offset(PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), prefix, plen, &off))
             return 2;
-        vlen = PyBytes_GET_SIZE(value);
-        v = PyBytes_AS_STRING(value);
-        if (vlen <= plen || vlen - plen > 18 || memcmp(v, prefix, (size_t)plen) != 0)
-            return 2;
-        for (j = plen; j < vlen; j++) {
-            if (v[j] < '0' || v[j] > '9')
-                return 2;
-            off = off * 10 + (v[j] - '0');
-        }
         if (!found || off > *best)
             *best = off;
         found = 1;
@@ -1374,6 +1384,83 @@ typedef struct {
 
 static PyTypeObject *message_type = NULL;
 
+/* librdkafka's header functions, from the library the client's extension
+ * links (see use_message_layout): with them the calm check reads a
+ * message's headers where librdkafka keeps them (c_headers, until headers()
+ * converts them) and removes included stamps there, making no Python
+ * object. All NULL: headers() is called. */
+typedef int (*rdk_header_get_all_t)(const void *hdrs, size_t idx, const char **name, const void **value,
+                                    size_t *size);
+typedef int (*rdk_header_remove_t)(void *hdrs, const char *name);
+typedef size_t (*rdk_header_cnt_t)(const void *hdrs);
+typedef void (*rdk_headers_destroy_t)(void *hdrs);
+static struct {
+    rdk_header_get_all_t get_all;
+    rdk_header_remove_t remove;
+    rdk_header_cnt_t cnt;
+    rdk_headers_destroy_t destroy;
+} rdk = {NULL, NULL, NULL, NULL};
+
+/* Find rdk's functions through the shared object at path (already loaded:
+ * never loads one); 1 when all are found, else 0 and none is used. */
+static int
+rdk_find(const char *path)
+{
+    void *lib = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+    if (lib != NULL) {
+        rdk.get_all = (rdk_header_get_all_t)dlsym(lib, "rd_kafka_header_get_all");
+        rdk.remove = (rdk_header_remove_t)dlsym(lib, "rd_kafka_header_remove");
+        rdk.cnt = (rdk_header_cnt_t)dlsym(lib, "rd_kafka_header_cnt");
+        rdk.destroy = (rdk_headers_destroy_t)dlsym(lib, "rd_kafka_headers_destroy");
+    }
+    if (lib == NULL || !rdk.get_all || !rdk.remove || !rdk.cnt || !rdk.destroy) {
+        memset(&rdk, 0, sizeof(rdk));
+        return 0;
+    }
+    return 1;
+}
+
+/* message_stamps for a message whose headers librdkafka still holds
+ * (cm->c_headers; cm->headers NULL): the same decision, with included
+ * stamps removed there (and the headers dropped once none is left, as
+ * headers() then returns None). Needs rdk. */
+static int
+c_message_stamps(Calm *calm, CflMessage *cm)
+{
+    const char *name, *prefix = "";
+    const void *value;
+    size_t size, i;
+    Py_ssize_t plen = 0;
+    long long off, best = -1;
+    int found = 0;
+    if (PyBytes_Check(calm->stamp_prefix)) {
+        prefix = PyBytes_AS_STRING(calm->stamp_prefix);
+        plen = PyBytes_GET_SIZE(calm->stamp_prefix);
+    }
+    for (i = 0; rdk.get_all(cm->c_headers, i, &name, &value, &size) == 0; i++) {
+        if (strcmp(name, "kafka-ordered.moved") == 0)
+            return 1;
+        if (strcmp(name, "kafka-ordered.reg") != 0)
+            continue;
+        if (plen == 0 || value == NULL || size > PY_SSIZE_T_MAX
+                || !stamp_offset((const char *)value, (Py_ssize_t)size, prefix, plen, &off))
+            return 1;
+        if (!found || off > best)
+            best = off;
+        found = 1;
+    }
+    if (!found)
+        return 0;
+    if (best >= calm->view_next)
+        return 1;
+    rdk.remove(cm->c_headers, "kafka-ordered.reg");
+    if (rdk.cnt(cm->c_headers) == 0) {
+        rdk.destroy(cm->c_headers);
+        cm->c_headers = NULL;
+    }
+    return 0;
+}
+
 /* message_fields(m): (topic, value, key, headers, has c_headers, error,
  * partition, offset) read from m's memory as CflMessage (None for NULL):
  * what _fastpath compares with m's methods before use_message_layout(). */
@@ -1392,21 +1479,37 @@ py_message_fields(PyObject *module, PyObject *m)
 #undef OR_NONE
 }
 
-/* use_message_layout(type or None): read instances of type as CflMessage. */
+/* use_message_layout(type or None, library=None): read instances of type
+ * as CflMessage; their librdkafka headers too when library (the path of the
+ * loaded extension that links librdkafka) gives its header functions.
+ * Returns whether it does. */
 static PyObject *
-py_use_message_layout(PyObject *module, PyObject *t)
+py_use_message_layout(PyObject *module, PyObject *args)
 {
+    PyObject *t, *library = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:use_message_layout", &t, &library))
+        return NULL;
+    memset(&rdk, 0, sizeof(rdk));
     if (t == Py_None) {
         Py_CLEAR(message_type);
-        Py_RETURN_NONE;
+        Py_RETURN_FALSE;
     }
-    if (!PyType_Check(t) || ((PyTypeObject *)t)->tp_basicsize < (Py_ssize_t)sizeof(CflMessage)) {
-        PyErr_SetString(PyExc_TypeError, "use_message_layout: a type laid out as confluent_kafka.Message, or None");
+    if (!PyType_Check(t) || ((PyTypeObject *)t)->tp_basicsize < (Py_ssize_t)sizeof(CflMessage)
+            || (library != Py_None && !PyUnicode_Check(library))) {
+        PyErr_SetString(PyExc_TypeError, "use_message_layout: a type laid out as confluent_kafka.Message, or None; "
+                        "library: a path, or None");
         return NULL;
     }
     Py_INCREF(t);
     Py_XSETREF(message_type, (PyTypeObject *)t);
-    Py_RETURN_NONE;
+    if (library != Py_None) {
+        const char *path = PyUnicode_AsUTF8(library);
+        if (path == NULL)
+            return NULL;
+        if (rdk_find(path))
+            Py_RETURN_TRUE;
+    }
+    Py_RETURN_FALSE;
 }
 
 /* The causal-token check of a calm fetch (confluent-kafka Messages): 1 when
@@ -1504,7 +1607,7 @@ calm_admits(Calm *calm, PyObject *res)
              * if any, through headers()). A run goes on without hashing the
              * topic, a new string in every record. */
             if (cm->headers != NULL || cm->c_headers != NULL) {
-                c = message_stamps(calm, m);
+                c = cm->headers == NULL && rdk.get_all != NULL ? c_message_stamps(calm, cm) : message_stamps(calm, m);
                 if (c != 0) { ok = c < 0 ? -1 : 0; break; }
             }
             topic = cm->topic;
@@ -2229,8 +2332,10 @@ static PyMethodDef module_methods[] = {
      "in one pass."},
     {"message_bytes", py_message_bytes, METH_O,
      "message_bytes($module, messages, /)\n--\n\nThe key and value bytes of a list of confluent_kafka.Messages."},
-    {"use_message_layout", py_use_message_layout, METH_O,
-     "use_message_layout($module, type, /)\n--\n\nRead instances of type (or none: None) in place in the calm check."},
+    {"use_message_layout", py_use_message_layout, METH_VARARGS,
+     "use_message_layout($module, type, library=None, /)\n--\n\nRead instances of type (or none: None) in place in "
+     "the calm check; their librdkafka headers too when library (the path of the loaded extension linking librdkafka) "
+     "gives librdkafka's header functions. Returns whether it reads those."},
     {NULL, NULL, 0, NULL},
 };
 

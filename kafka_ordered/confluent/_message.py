@@ -6,11 +6,11 @@ with :func:`use_message_layout` to check both ways."""
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import KafkaError, Message, cimpl
 
 from .. import _hashing
 
-__all__ = ["message_layout_matches", "use_message_layout", "MESSAGE_LAYOUT"]
+__all__ = ["librdkafka_headers", "message_layout_matches", "use_message_layout", "MESSAGE_LAYOUT"]
 
 
 def message_layout_matches() -> bool:
@@ -39,20 +39,32 @@ def message_layout_matches() -> bool:
     return True
 
 
-def use_message_layout(enabled: bool) -> bool:
+def use_message_layout(enabled: bool, librdkafka_headers: bool = True) -> bool:
     """Let the C calm check read ``confluent_kafka.Message`` fields in place
     (``enabled``, when :func:`message_layout_matches`) or call the methods;
-    returns whether it reads them in place now. Done once at import; tests
-    switch it to check both ways."""
+    returns whether it reads them in place now. With
+    ``librdkafka_headers``, it also reads the headers of a fetched message
+    where librdkafka keeps them until ``headers()`` converts them, through
+    librdkafka's own header functions (looked up in the library the client's
+    extension links; see :func:`librdkafka_headers`). Done once at import;
+    tests switch it to check every way."""
+    global _LIBRDKAFKA_HEADERS
+    _LIBRDKAFKA_HEADERS = False
     if _hashing._C is None:
         return False
     on = enabled and message_layout_matches()
     if on:
-        _hashing._C.use_message_layout(Message)
+        _LIBRDKAFKA_HEADERS = bool(_hashing._C.use_message_layout(Message, cimpl.__file__ if librdkafka_headers else None))
     else:
         _hashing._C.use_message_layout(None)
     return on
 
 
+def librdkafka_headers() -> bool:
+    """Whether the C calm check reads fetched headers through librdkafka."""
+    return _LIBRDKAFKA_HEADERS
+
+
+_LIBRDKAFKA_HEADERS = False
 #: Whether the calm check reads ``confluent_kafka.Message`` fields in place.
 MESSAGE_LAYOUT = use_message_layout(True)

@@ -853,12 +853,20 @@ def test_the_calm_check_decides_alike_for_every_client(case: str, runs: Dict[Tup
 def test_fields_read_in_place_are_what_the_methods_return() -> None:
     """The layout check passes on the installed client (else the C check
     calls the methods, which the tests above also cover), and switching it
-    off and on again is honoured."""
+    off and on again is honoured; so is reading fetched headers through
+    librdkafka's own functions (tests/integration/test_fetched_headers.py),
+    found in the library the installed client links."""
     if not kafka_ordered.speedups_enabled():
         assert not _message.message_layout_matches() and not _message.use_message_layout(True)
+        assert not _message.librdkafka_headers()
         return
     assert _message.message_layout_matches()
-    assert _message.use_message_layout(False) is False
+    assert _message.use_message_layout(False) is False and not _message.librdkafka_headers()
+    assert _message.use_message_layout(True, librdkafka_headers=False) is True and not _message.librdkafka_headers()
+    assert _message.use_message_layout(True) is True and _message.librdkafka_headers()
+    from confluent_kafka import Message
+
+    assert C.use_message_layout(Message, "/no/such/library.so") is False, "a library not loaded is never loaded"
     assert _message.use_message_layout(True) is True
 
 
