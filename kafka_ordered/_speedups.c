@@ -1420,45 +1420,42 @@ rdk_find(const char *path)
     return 1;
 }
 
-/* message_stamps for a message whose headers librdkafka still holds
- * (cm->c_headers; cm->headers NULL): the same decision, with included
- * stamps removed there (and the headers dropped once none is left, as
- * headers() then returns None). Needs rdk. */
+/* own_stamps for a message whose headers librdkafka still holds
+ * (cm->c_headers; cm->headers NULL). Needs rdk. */
 static int
-c_message_stamps(Calm *calm, CflMessage *cm)
+c_own_stamps(CflMessage *cm, const char *prefix, Py_ssize_t plen, long long *best)
 {
-    const char *name, *prefix = "";
+    const char *name;
     const void *value;
     size_t size, i;
-    Py_ssize_t plen = 0;
-    long long off, best = -1;
+    long long off;
     int found = 0;
-    if (PyBytes_Check(calm->stamp_prefix)) {
-        prefix = PyBytes_AS_STRING(calm->stamp_prefix);
-        plen = PyBytes_GET_SIZE(calm->stamp_prefix);
-    }
     for (i = 0; rdk.get_all(cm->c_headers, i, &name, &value, &size) == 0; i++) {
         if (strcmp(name, "kafka-ordered.moved") == 0)
-            return 1;
+            return 2;
         if (strcmp(name, "kafka-ordered.reg") != 0)
             continue;
         if (plen == 0 || value == NULL || size > PY_SSIZE_T_MAX
                 || !stamp_offset((const char *)value, (Py_ssize_t)size, prefix, plen, &off))
-            return 1;
-        if (!found || off > best)
-            best = off;
+            return 2;
+        if (!found || off > *best)
+            *best = off;
         found = 1;
     }
-    if (!found)
-        return 0;
-    if (best >= calm->view_next)
-        return 1;
+    return found;
+}
+
+/* Remove the kafka-ordered.reg headers librdkafka holds for cm; drop its
+ * headers once none is left (headers() then returns None, as after
+ * set_headers(None)). Needs rdk. */
+static void
+c_strip_stamps(CflMessage *cm)
+{
     rdk.remove(cm->c_headers, "kafka-ordered.reg");
     if (rdk.cnt(cm->c_headers) == 0) {
         rdk.destroy(cm->c_headers);
         cm->c_headers = NULL;
     }
-    return 0;
 }
 
 /* message_fields(m): (topic, value, key, headers, has c_headers, error,
@@ -1570,8 +1567,24 @@ calm_run_allowed(Calm *calm, PyObject *key, long long *limit)
 static int
 message_stamps(Calm *calm, PyObject *m)
 {
-    PyObject *h = call0(m, S_HEADERS);
+    CflMessage *cm = Py_TYPE(m) == message_type ? (CflMessage *)m : NULL;
+    PyObject *h;
     int c;
+    if (cm != NULL && cm->headers == NULL && rdk.get_all != NULL) {
+        long long best = -1;
+        if (cm->c_headers == NULL)
+            return 0;
+        if (PyBytes_Check(calm->stamp_prefix))
+            c = c_own_stamps(cm, PyBytes_AS_STRING(calm->stamp_prefix), PyBytes_GET_SIZE(calm->stamp_prefix), &best);
+        else
+            c = c_own_stamps(cm, "", 0, &best);
+        if (c == 1 && best >= calm->view_next)
+            return 1;
+        if (c == 1)
+            c_strip_stamps(cm);
+        return c == 2;
+    }
+    h = call0(m, S_HEADERS);
     if (h == NULL)
         return -1;
     c = h == Py_None ? 0 : included_stamps(calm, h);
@@ -1607,7 +1620,7 @@ calm_admits(Calm *calm, PyObject *res)
              * if any, through headers()). A run goes on without hashing the
              * topic, a new string in every record. */
             if (cm->headers != NULL || cm->c_headers != NULL) {
-                c = cm->headers == NULL && rdk.get_all != NULL ? c_message_stamps(calm, cm) : message_stamps(calm, m);
+                c = message_stamps(calm, m);
                 if (c != 0) { ok = c < 0 ? -1 : 0; break; }
             }
             topic = cm->topic;
@@ -2136,31 +2149,32 @@ py_take_stamps(PyObject *module, PyObject *args)
         int c;
         if (cm != NULL && cm->headers == NULL && cm->c_headers == NULL)
             continue;
-        h = call0(m, S_HEADERS);
-        if (h == NULL)
-            goto error;
-        if (h == Py_None) {
+        if (cm != NULL && cm->headers == NULL && rdk.get_all != NULL) {
+            c = c_own_stamps(cm, pre, plen, &best);
+            if (c == 1)
+                c_strip_stamps(cm);
+        } else {
+            h = call0(m, S_HEADERS);
+            if (h == NULL)
+                goto error;
+            c = h == Py_None ? 0 : own_stamps(h, pre, plen, &best);
+            if (c == 1 && strip_stamps(m, h) < 0) {
+                Py_DECREF(h);
+                goto error;
+            }
             Py_DECREF(h);
-            continue;
         }
-        c = own_stamps(h, pre, plen, &best);
         if (c == 2) {
             PyObject *idx = PyLong_FromSsize_t(i);
             int bad = idx == NULL || PyList_Append(slow, idx) < 0;
             Py_XDECREF(idx);
-            Py_DECREF(h);
             if (bad)
                 goto error;
             continue;
         }
-        if (c == 1 && strip_stamps(m, h) < 0) {
-            Py_DECREF(h);
-            goto error;
-        }
-        Py_DECREF(h);
         if (c == 0)
             continue;
-        part = call0(m, S_PARTITION);
+        part = cm != NULL ? PyLong_FromLong(cm->partition) : call0(m, S_PARTITION);
         if (part == NULL)
             goto error;
         old = PyDict_GetItemWithError(stamps, part); /* borrowed */

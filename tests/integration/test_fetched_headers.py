@@ -1,9 +1,9 @@
-"""The C calm check reads a fetched confluent-kafka message's headers where
-librdkafka keeps them (until ``headers()`` converts them) and removes the
-stamps its view includes there. Real fetched messages, decided both ways
-(through librdkafka's header functions, and through ``headers()``), must
-give the same decision, the same expected offsets and the same headers to
-the application."""
+"""The C calm check and the full path's stamp pass (``take_stamps``) read a
+fetched confluent-kafka message's headers where librdkafka keeps them
+(until ``headers()`` converts them) and remove this log's stamps there.
+Real fetched messages, decided both ways (through librdkafka's header
+functions, and through ``headers()``), must give the same decisions and
+leave the same headers to the application."""
 
 from __future__ import annotations
 
@@ -40,6 +40,34 @@ SHAPES: List[Tuple[str, Headers, bool]] = [
 ]
 
 
+@pytest.fixture
+def shaped(bootstrap: str, topic: str) -> int:
+    """``topic`` (one partition) holds, for each shape, a record without
+    headers, one with the shape's headers, and one with an app header;
+    returns how many records."""
+    create_plain_topic(bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": bootstrap})
+    for _, headers, _ in SHAPES:
+        p.produce(topic, b"before", b"k")
+        p.produce(topic, b"shaped", b"k", headers=headers)
+        p.produce(topic, b"after", b"k", headers=[("after", b"1")])
+    assert p.flush(30) == 0
+    return 3 * len(SHAPES)
+
+
+def _both_ways(bootstrap: str, topic: str, n: int, decide: Callable[[List[Any]], Any]) -> Dict[bool, Any]:
+    """``decide`` on the fetched records, with librdkafka's header functions and without."""
+    decided: Dict[bool, Any] = {}
+    try:
+        for through_librdkafka in (True, False):
+            _message.use_message_layout(True, librdkafka_headers=through_librdkafka)
+            assert _message.librdkafka_headers() is through_librdkafka
+            decided[through_librdkafka] = decide(_fetch(bootstrap, topic, n))
+    finally:
+        _message.use_message_layout(True)
+    return decided
+
+
 def _fetch(bootstrap: str, topic: str, n: int) -> List[Any]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.auto.commit": False})
     try:
@@ -71,24 +99,9 @@ def _decide(msgs: List[Any], topic: str) -> Tuple[bool, int, List[Headers]]:
 
 
 def test_fetched_headers_are_decided_alike_through_librdkafka_and_through_headers(
-        bootstrap: str, topic: str) -> None:
-    create_plain_topic(bootstrap, topic, 1)
-    p = Producer({"bootstrap.servers": bootstrap})
-    for _, headers, _ in SHAPES:
-        p.produce(topic, b"before", b"k")
-        p.produce(topic, b"shaped", b"k", headers=headers)
-        p.produce(topic, b"after", b"k", headers=[("after", b"1")])
-    assert p.flush(30) == 0
-    n = 3 * len(SHAPES)
-    decided: Dict[bool, List[Tuple[bool, int, List[Headers]]]] = {}
-    try:
-        for through_librdkafka in (True, False):
-            _message.use_message_layout(True, librdkafka_headers=through_librdkafka)
-            assert _message.librdkafka_headers() is through_librdkafka
-            msgs = _fetch(bootstrap, topic, n)
-            decided[through_librdkafka] = [_decide(msgs[i:i + 3], topic) for i in range(0, n, 3)]
-    finally:
-        _message.use_message_layout(True)
+        bootstrap: str, topic: str, shaped: int) -> None:
+    decided = _both_ways(bootstrap, topic, shaped,
+                         lambda msgs: [_decide(msgs[i:i + 3], topic) for i in range(0, shaped, 3)])
     for (what, headers, admitted), via_librdkafka, via_headers in zip(SHAPES, decided[True], decided[False]):
         assert via_librdkafka == via_headers, what
         ok, moved, seen = via_librdkafka
@@ -96,3 +109,19 @@ def test_fetched_headers_are_decided_alike_through_librdkafka_and_through_header
         left = [h for h in headers or [] if h[0] != STAMP] or None
         assert seen[1] == (left if ok else headers), what
         assert seen[0] is None and seen[2] == [("after", b"1")], what
+
+
+def test_the_full_paths_stamp_pass_reads_fetched_headers_alike_both_ways(
+        bootstrap: str, topic: str, shaped: int) -> None:
+    def take(msgs: List[Any]) -> Tuple[Any, List[Headers]]:
+        return C.take_stamps(msgs, f"{LOG}:".encode()), [m.headers() for m in msgs]
+
+    decided = _both_ways(bootstrap, topic, shaped, take)
+    assert decided[True] == decided[False]
+    (stamps, slow), seen = decided[True]
+    assert stamps == {0: 100}, "the newest stamp of this log (the catch-up decides whether the view has it)"
+    assert slow == [3 * i + 1 for i, (what, _, admitted) in enumerate(SHAPES)
+                    if not admitted and what != "a stamp the view lacks"], "the rest is the Python path's"
+    for (what, headers, _), i in zip(SHAPES, range(1, shaped, 3)):
+        stripped = [h for h in headers or [] if h[0] != STAMP] or None
+        assert seen[i] == (headers if i in slow else stripped), what
