@@ -371,9 +371,27 @@ def take_stamps_py(messages: List[Any], prefix: Optional[bytes]) -> Tuple[Dict[i
     return {}, [i for i, m in enumerate(messages) if m.headers()]
 
 
+def run_stamps_py(records: List[Any], prefix: Optional[bytes], replace: Optional[Callable[[Any, List[Any]], Any]]
+                  ) -> Tuple[Optional[int], List[Any], List[int]]:
+    """The full path's stamp pass over one partition's records of a grouped
+    fetch (kafka-python, aiokafka): ``(newest stamp, records, indices left
+    to the caller's per-record pass)``. The C twin (``_speedups.run_stamps``)
+    takes the newest stamp ``prefix + digits`` of this consumer's log from
+    the records that carry only such ``kafka-ordered.reg`` headers and,
+    unless ``replace`` is ``None``, replaces them with
+    ``replace(record, headers left)`` (a new list then); this one leaves
+    every record that has headers to the caller, whose pass ends the same."""
+    return None, records, [i for i, h in enumerate(map(_HEADERS, records)) if h]
+
+
 #: The grouped calm check in use: ``kafka_ordered._speedups.admits_runs`` or :func:`admits_runs_py`.
 admits_runs: Callable[[Any, Mapping[Any, List[Any]], Callable[[Any, List[Tuple[str, bytes]]], Any]], bool] = (
     _hashing._C.admits_runs if _hashing._C is not None else admits_runs_py)
+
+#: The grouped stamp pass in use: ``kafka_ordered._speedups.run_stamps`` or :func:`run_stamps_py`.
+run_stamps: Callable[[List[Any], Optional[bytes], Optional[Callable[[Any, List[Any]], Any]]],
+                     Tuple[Optional[int], List[Any], List[int]]] = (
+    _hashing._C.run_stamps if _hashing._C is not None else run_stamps_py)
 
 #: The stamp pass in use: ``kafka_ordered._speedups.take_stamps`` or :func:`take_stamps_py`.
 take_stamps: Callable[[List[Any], Optional[bytes]], Tuple[Dict[int, int], List[int]]] = (

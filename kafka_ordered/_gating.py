@@ -44,7 +44,7 @@ from .gates import GateKeeper, GateStatus, ResetPolicy, processed_offset, start_
 from .history import LayoutHistory
 from .listener import PartitionKeyRebalanceListener
 from .metrics import GATE_WAIT_BUCKETS, ConsumerMetrics, GateMetrics, WaitHistogram
-from .tokens import Run
+from .tokens import Run, stamp_prefix
 
 __all__ = ["GATE_READ_TIMEOUT_S", "KEEP_IN_HAND_BYTES", "KEEP_IN_HAND_RECORDS", "START_READ_RETRY_S", "GateRead",
            "GatingCore", "GatingOptions", "PollCycle", "StartRead"]
@@ -778,7 +778,7 @@ class GatingCore:
         calm.managed = frozenset(t for t in self.owned_topics() if self.managed(t)) if gating else frozenset()
         # Stamps the view includes cost the calm check only their removal.
         log_id = self.freshness.log_id
-        calm.stamp_prefix = f"{log_id}:".encode("ascii") if log_id and gating else None
+        calm.stamp_prefix = stamp_prefix(log_id) if gating else None
         calm.view_next = self.follower.history.next_offset if gating else 0
         calm.quiet = True
         if self.follower.history.version != self._seen_version:  # applied meanwhile: look first

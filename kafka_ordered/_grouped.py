@@ -10,17 +10,16 @@ gate. The adapters pass how to copy one of their records with other headers.
 from __future__ import annotations
 
 import operator
-from itertools import compress
 from typing import AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ._gating import GatingCore
 from ._ports import TP
-from .tokens import NO_CATCH_UP, Run, catch_up, stamp_of, take_stamp
+from ._fastpath import run_stamps
+from .tokens import NO_CATCH_UP, Run, catch_up, stamp_prefix, stamp_of, take_stamp
 from .tombstones import is_move_tombstone
 
 __all__ = ["Replace", "from_hand", "needs_catch_up", "released_in_hand", "scan", "serialized_bytes", "take"]
 
-_HEADERS = operator.attrgetter("headers")
 _KEY_SIZE = operator.attrgetter("serialized_key_size")
 _VALUE_SIZE = operator.attrgetter("serialized_value_size")
 
@@ -37,26 +36,26 @@ def scan(core: GatingCore, raw: Mapping[Any, List[Any]], replace: Replace) -> Tu
     (:meth:`GatingCore.managed_after_stamp`)."""
     out: Dict[Any, List[Any]] = {}
     runs: List[Run] = []
-    for tp, recs in raw.items():
-        if not recs:
-            out[tp] = recs
+    log_id = core.freshness.log_id
+    prefix = stamp_prefix(log_id)
+    for tp, fetched in raw.items():
+        if not fetched:
+            out[tp] = fetched
             continue
-        newest: Optional[int] = None
         tombstones: List[int] = []  # indexes of move tombstones in recs
-        headers = list(map(_HEADERS, recs))
-        if any(headers):
-            log_id = core.freshness.log_id
+        newest, recs, slow = run_stamps(fetched, prefix, replace)
+        if slow and recs is fetched:
             recs = list(recs)
-            for i in compress(range(len(recs)), headers):  # only the records with headers
-                r = recs[i]
-                taken = take_stamp(r.headers, log_id)
-                if taken is not None:
-                    got, left = taken
-                    if got is not None and (newest is None or got > newest):
-                        newest = got
-                    if is_move_tombstone(r.value, r.headers):
-                        tombstones.append(i)
-                    recs[i] = replace(r, left or [])
+        for i in slow:  # what the C pass left: other logs' stamps, move tombstones, other shapes
+            r = recs[i]
+            taken = take_stamp(r.headers, log_id)
+            if taken is not None:
+                got, left = taken
+                if got is not None and (newest is None or got > newest):
+                    newest = got
+                if is_move_tombstone(r.value, r.headers):
+                    tombstones.append(i)
+                recs[i] = replace(r, left or [])
         managed = core.managed(tp.topic)
         if not managed and newest is not None:
             managed = core.managed_after_stamp(tp.topic, newest)
@@ -81,17 +80,16 @@ def needs_catch_up(core: GatingCore, raw: Mapping[Any, List[Any]]) -> bool:
         return False
     view_next = core.follower.history.next_offset
     log_id = core.freshness.log_id
+    prefix = stamp_prefix(log_id)
     runs: List[Run] = []
     for tp, recs in raw.items():
         if not recs:
             continue
-        newest: Optional[int] = None
-        headers = list(map(_HEADERS, recs))
-        if any(headers):
-            for h in compress(headers, headers):  # only the records with headers
-                got = stamp_of(h, log_id)
-                if got is not None and (newest is None or got > newest):
-                    newest = got
+        newest, _, slow = run_stamps(recs, prefix, None)
+        for i in slow:
+            got = stamp_of(recs[i].headers, log_id)
+            if got is not None and (newest is None or got > newest):
+                newest = got
         if core.managed(tp.topic):
             runs.append(Run((tp.topic, tp.partition), recs[0].offset, recs[-1].offset, len(recs), newest))
         elif newest is not None and newest >= view_next:

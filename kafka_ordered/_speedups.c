@@ -2117,6 +2117,92 @@ static PyTypeObject FastFetchType = {
     .tp_new = ff_new,
 };
 
+/* run_stamps(records, prefix, replace): the full path's stamp pass over
+ * one partition's records of a grouped fetch (kafka-python, aiokafka; read
+ * through their headers attribute): (the newest stamp "<prefix><digits>" of
+ * this consumer's log among the records that carry only such
+ * kafka-ordered.reg headers, or None; the records, those replaced by
+ * replace(record, headers left) unless replace is None (a new list when any
+ * was); [indices of the records left to the Python path: see own_stamps]). */
+static PyObject *
+py_run_stamps(PyObject *module, PyObject *args)
+{
+    PyObject *recs, *prefix, *replace, *out, *slow, *newest_obj;
+    const char *pre = "";
+    Py_ssize_t plen = 0, i, n;
+    long long newest = -1;
+    int any = 0;
+    if (!PyArg_ParseTuple(args, "O!OO:run_stamps", &PyList_Type, &recs, &prefix, &replace))
+        return NULL;
+    if (PyBytes_Check(prefix)) {
+        pre = PyBytes_AS_STRING(prefix);
+        plen = PyBytes_GET_SIZE(prefix);
+    } else if (prefix != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "run_stamps: prefix must be bytes or None");
+        return NULL;
+    }
+    slow = PyList_New(0);
+    if (slow == NULL)
+        return NULL;
+    out = Py_NewRef(recs);
+    n = PyList_GET_SIZE(recs);
+    for (i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(out, i), *h;
+        long long best = -1;
+        int c;
+        h = PyObject_GetAttr(r, S_HEADERS);
+        if (h == NULL)
+            goto error;
+        if (h == Py_None || ((PyList_Check(h) || PyTuple_Check(h)) && PySequence_Fast_GET_SIZE(h) == 0)) {
+            Py_DECREF(h);
+            continue;
+        }
+        c = own_stamps(h, pre, plen, &best);
+        if (c == 2) {
+            PyObject *idx = PyLong_FromSsize_t(i);
+            int bad = idx == NULL || PyList_Append(slow, idx) < 0;
+            Py_XDECREF(idx);
+            Py_DECREF(h);
+            if (bad)
+                goto error;
+            continue;
+        }
+        if (c == 1) {
+            if (!any || best > newest)
+                newest = best;
+            any = 1;
+            if (replace != Py_None) {
+                PyObject *left = without_stamps(h), *copy;
+                copy = left ? PyObject_CallFunctionObjArgs(replace, r, left, NULL) : NULL;
+                Py_XDECREF(left);
+                if (copy == NULL) {
+                    Py_DECREF(h);
+                    goto error;
+                }
+                if (out == recs) {
+                    PyObject *mine = PyList_GetSlice(recs, 0, n);
+                    if (mine == NULL) {
+                        Py_DECREF(copy);
+                        Py_DECREF(h);
+                        goto error;
+                    }
+                    Py_SETREF(out, mine);
+                }
+                PyList_SetItem(out, i, copy); /* steals copy */
+            }
+        }
+        Py_DECREF(h);
+    }
+    newest_obj = any ? PyLong_FromLongLong(newest) : Py_NewRef(Py_None);
+    if (newest_obj == NULL)
+        goto error;
+    return Py_BuildValue("(NNN)", newest_obj, out, slow);
+error:
+    Py_DECREF(out);
+    Py_DECREF(slow);
+    return NULL;
+}
+
 /* take_stamps(messages, prefix): for confluent_kafka Messages without
  * errors (a list): remove the stamps "<prefix><digits>" of this consumer's
  * log from the records that carry only such kafka-ordered.reg headers, and
@@ -2338,6 +2424,11 @@ static PyMethodDef module_methods[] = {
      "take_stamps($module, messages, prefix, /)\n--\n\nRemove this log's stamps (prefix + digits) from confluent_kafka "
      "Messages that carry only such kafka-ordered.reg headers: ({partition: newest stamp}, [indices left to the "
      "Python path])."},
+    {"run_stamps", py_run_stamps, METH_VARARGS,
+     "run_stamps($module, records, prefix, replace, /)\n--\n\nThe full path's stamp pass over one partition's records "
+     "of a grouped fetch: (newest stamp of this log among the records carrying only such kafka-ordered.reg headers, "
+     "or None; the records, those replaced by replace(record, headers left) unless replace is None; [indices left to "
+     "the Python path])."},
     {"admits_runs", py_admits_runs, METH_VARARGS,
      "admits_runs($module, calm, fetched, replace, /)\n--\n\nThe calm check of a fetch grouped by partition "
      "(kafka-python, aiokafka): see kafka_ordered._fastpath.admits_runs_py."},

@@ -34,6 +34,7 @@ __all__ = [
     "encode",
     "decode",
     "stamp_of",
+    "stamp_prefix",
     "has_header",
     "strip",
     "take_stamp",
@@ -101,7 +102,10 @@ def _offset_in(value: Any, log_id: str, prefix: Optional[bytes]) -> Optional[int
     return got[1] if got is not None and got[0] == log_id else None
 
 
-def _prefix(log_id: str) -> Optional[bytes]:
+def stamp_prefix(log_id: str) -> Optional[bytes]:
+    """``b"<log_id>:"``, how every stamp of the log ``log_id`` begins
+    (``None`` without a log id): the fast paths read stamps by it without
+    decoding."""
     return f"{log_id}:".encode("ascii", "replace") if log_id else None
 
 
@@ -109,7 +113,7 @@ def stamp_of(headers: Any, log_id: str) -> Optional[int]:
     """The newest ``L_R`` stamped on a record for the log ``log_id``, or ``None``
     (no stamp, a malformed one, or one from another log)."""
     best: Optional[int] = None
-    prefix = _prefix(log_id)
+    prefix = stamp_prefix(log_id)
     for name, value in _pairs(headers):
         if _is_ours(name):
             off = _offset_in(value, log_id, prefix)
@@ -142,7 +146,7 @@ def take_stamp(headers: Any, log_id: str) -> Optional[Tuple[Optional[int], Optio
     found = False
     best: Optional[int] = None
     left: List[Any] = []
-    prefix = _prefix(log_id)
+    prefix = stamp_prefix(log_id)
     for pair in pairs:
         name = pair[0]
         if name != HEADER and name != HEADER_BYTES:

@@ -24,7 +24,7 @@ from ..gates import GateStatus, ResetPolicy, reset_policy
 from ..history import LayoutHistory
 from ..listener import PartitionKeyRebalanceListener
 from ..metrics import ConsumerMetrics
-from ..tokens import Run, take_stamp
+from ..tokens import Run, stamp_prefix, take_stamp
 from ..tombstones import is_move_tombstone
 from ._common import _new_client, _shared
 
@@ -54,7 +54,7 @@ def _take_stamps(raw: List[Message], log_id: str, moved: List[Message]) -> Dict[
     go into ``moved``. The records :func:`~kafka_ordered._fastpath.take_stamps`
     leaves (all with headers, without the C speed-ups) take
     :func:`~kafka_ordered.tokens.take_stamp` one by one."""
-    stamps, rest = take_stamps(raw, f"{log_id}:".encode("ascii", "replace") if log_id else None)
+    stamps, rest = take_stamps(raw, stamp_prefix(log_id))
     for i in rest:
         m = raw[i]
         h = m.headers()
