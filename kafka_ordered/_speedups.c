@@ -1385,10 +1385,10 @@ typedef struct {
 static PyTypeObject *message_type = NULL;
 
 /* librdkafka's header functions, from the library the client's extension
- * links (see use_message_layout): with them the calm check reads a
- * message's headers where librdkafka keeps them (c_headers, until headers()
- * converts them) and removes included stamps there, making no Python
- * object. All NULL: headers() is called. */
+ * links (see use_message_layout): with them the calm check and take_stamps
+ * read a message's headers where librdkafka keeps them (c_headers, until
+ * headers() converts them) and remove this log's stamps there, making no
+ * Python object. All NULL: headers() is called. */
 typedef int (*rdk_header_get_all_t)(const void *hdrs, size_t idx, const char **name, const void **value,
                                     size_t *size);
 typedef int (*rdk_header_remove_t)(void *hdrs, const char *name);
@@ -1617,7 +1617,7 @@ calm_admits(Calm *calm, PyObject *res)
         CflMessage *cm = Py_TYPE(m) == message_type ? (CflMessage *)m : NULL;
         if (cm != NULL && (cm->error == NULL || cm->error == Py_None) && cm->topic != NULL) {
             /* A record without error: its fields read in place (its headers,
-             * if any, through headers()). A run goes on without hashing the
+             * if any, by message_stamps). A run goes on without hashing the
              * topic, a new string in every record. */
             if (cm->headers != NULL || cm->c_headers != NULL) {
                 c = message_stamps(calm, m);
