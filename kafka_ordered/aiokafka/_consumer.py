@@ -41,10 +41,11 @@ T = TypeVar("T")
 
 
 def _replace_headers(record: ConsumerRecord, headers: List[Tuple[str, bytes]]) -> ConsumerRecord:
-    """``record`` with ``headers``, set in place: aiokafka made it for this
-    fetch alone, and ``dataclasses.replace`` would cost ~2 µs a record (a
-    replay of history is full of stamped records)."""
-    record.headers = headers
+    """``record`` with ``headers`` as aiokafka shows them (a tuple), set in
+    place: aiokafka made it for this fetch alone, and ``dataclasses.replace``
+    would cost ~2 µs a record (a replay of history is full of stamped
+    records)."""
+    record.headers = tuple(headers)
     return record
 
 

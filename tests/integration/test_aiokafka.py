@@ -421,6 +421,37 @@ def test_the_aiokafka_producer_refuses_what_would_break_the_order(
     asyncio.run(run())
 
 
+def test_stamps_are_stripped_and_headers_stay_aiokafkas_tuples(
+        layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
+        consumer_config: Dict[str, Any], closing: Callable[[Any], Any]) -> None:
+    """Every record an ordered aiokafka consumer returns shows the headers a
+    plain one shows for it, without the ``kafka-ordered.reg`` stamp, and in
+    aiokafka's own shape (a tuple), whether the calm check or the full path
+    removed the stamp."""
+    from kafka_ordered.tokens import HEADER
+
+    oracle = _backlog(layout_admin, topic, bootstrap, opts, closing, [("expand", 3), ("shrink", 2)], per_step=6)
+    expected = oracle.report().acknowledged
+
+    async def read(make: Callable[[], Any]) -> Dict[Tuple[int, int], Any]:
+        seen: Dict[Tuple[int, int], Any] = {}
+        async with make() as c:
+            deadline = time.monotonic() + 30
+            while len(seen) < expected and time.monotonic() < deadline:
+                for tp, recs in (await c.getmany(timeout_ms=100, max_records=25)).items():
+                    seen.update({(tp.partition, r.offset): r.headers for r in recs})
+        return seen
+
+    plain_config = {k: v for k, v in consumer_config.items() if k not in opts}
+    plain = asyncio.run(read(lambda: AIOKafkaConsumer(topic, **plain_config)))
+    ordered = asyncio.run(read(lambda: OrderedAIOKafkaConsumer(
+        topic, **{**consumer_config, "group_id": f"{consumer_config['group_id']}-ordered"})))
+    assert len(plain) == len(ordered) == expected
+    assert any(h and h[0][0] == HEADER for h in plain.values()), "the producer stamped records"
+    assert ordered == {at: tuple(h for h in headers if h[0] != HEADER) for at, headers in plain.items()}
+    assert all(type(h) is tuple for h in ordered.values())
+
+
 def test_a_split_replay_holds_in_hand_without_a_pause_or_a_seek(
         layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
         consumer_config: Dict[str, Any], closing: Callable[[Any], Any]) -> None:
