@@ -39,11 +39,11 @@ def message_layout_matches() -> bool:
     return True
 
 
-def use_message_layout(enabled: bool, librdkafka_headers: bool = True) -> bool:
+def use_message_layout(enabled: bool, through_librdkafka: bool = True) -> bool:
     """Let the C calm check read ``confluent_kafka.Message`` fields in place
     (``enabled``, when :func:`message_layout_matches`) or call the methods;
     returns whether it reads them in place now. With
-    ``librdkafka_headers``, it also reads the headers of a fetched message
+    ``through_librdkafka``, it also reads the headers of a fetched message
     where librdkafka keeps them until ``headers()`` converts them, through
     librdkafka's own header functions (looked up in the library the client's
     extension links; see :func:`librdkafka_headers`). Done once at import;
@@ -54,7 +54,8 @@ def use_message_layout(enabled: bool, librdkafka_headers: bool = True) -> bool:
         return False
     on = enabled and message_layout_matches()
     if on:
-        _LIBRDKAFKA_HEADERS = bool(_hashing._C.use_message_layout(Message, cimpl.__file__ if librdkafka_headers else None))
+        library = cimpl.__file__ if through_librdkafka else None
+        _LIBRDKAFKA_HEADERS = bool(_hashing._C.use_message_layout(Message, library))
     else:
         _hashing._C.use_message_layout(None)
     return on

@@ -60,7 +60,7 @@ def _both_ways(bootstrap: str, topic: str, n: int, decide: Callable[[List[Any]],
     decided: Dict[bool, Any] = {}
     try:
         for through_librdkafka in (True, False):
-            _message.use_message_layout(True, librdkafka_headers=through_librdkafka)
+            _message.use_message_layout(True, through_librdkafka=through_librdkafka)
             assert _message.librdkafka_headers() is through_librdkafka
             decided[through_librdkafka] = decide(_fetch(bootstrap, topic, n))
     finally:

@@ -862,7 +862,7 @@ def test_fields_read_in_place_are_what_the_methods_return() -> None:
         return
     assert _message.message_layout_matches()
     assert _message.use_message_layout(False) is False and not _message.librdkafka_headers()
-    assert _message.use_message_layout(True, librdkafka_headers=False) is True and not _message.librdkafka_headers()
+    assert _message.use_message_layout(True, through_librdkafka=False) is True and not _message.librdkafka_headers()
     assert _message.use_message_layout(True) is True and _message.librdkafka_headers()
     from confluent_kafka import Message
 
