@@ -1308,6 +1308,30 @@ own_stamps(PyObject *h, const char *prefix, Py_ssize_t plen, long long *best)
     return found;
 }
 
+/* *pre, *plen: the stamp prefix prefix when it is bytes (returns whether it is), else
+ * "" and 0 (no stamp then counts as this log's). */
+static int
+prefix_of(PyObject *prefix, const char **pre, Py_ssize_t *plen)
+{
+    if (PyBytes_Check(prefix)) {
+        *pre = PyBytes_AS_STRING(prefix);
+        *plen = PyBytes_GET_SIZE(prefix);
+        return 1;
+    }
+    *pre = "";
+    *plen = 0;
+    return 0;
+}
+
+/* The calm check's verdict on what own_stamps (or c_own_stamps) found, c
+ * with newest stamp best: a stamp the view does not include yet (at or past
+ * calm->view_next) leaves the record to the full path (2). */
+static int
+view_includes(Calm *calm, int c, long long best)
+{
+    return c == 1 && best >= calm->view_next ? 2 : c;
+}
+
 /* The kafka-ordered.reg headers of a header list: 0 none; 1 every one is a
  * stamp of this consumer's log at an offset its view includes (the record
  * costs nothing more: the header is only removed); 2 another stamp, or a
@@ -1315,13 +1339,13 @@ own_stamps(PyObject *h, const char *prefix, Py_ssize_t plen, long long *best)
 static int
 included_stamps(Calm *calm, PyObject *h)
 {
+    const char *pre;
+    Py_ssize_t plen;
     long long best = -1;
     int c;
-    if (PyBytes_Check(calm->stamp_prefix))
-        c = own_stamps(h, PyBytes_AS_STRING(calm->stamp_prefix), PyBytes_GET_SIZE(calm->stamp_prefix), &best);
-    else
-        c = own_stamps(h, "", 0, &best);
-    return c == 1 && best >= calm->view_next ? 2 : c;
+    prefix_of(calm->stamp_prefix, &pre, &plen);
+    c = own_stamps(h, pre, plen, &best);
+    return view_includes(calm, c, best);
 }
 
 /* Header list (or tuple) h, whose shape own_stamps checked, as a new list
@@ -1571,15 +1595,14 @@ message_stamps(Calm *calm, PyObject *m)
     PyObject *h;
     int c;
     if (cm != NULL && cm->headers == NULL && rdk.get_all != NULL) {
+        const char *pre;
+        Py_ssize_t plen;
         long long best = -1;
         if (cm->c_headers == NULL)
             return 0;
-        if (PyBytes_Check(calm->stamp_prefix))
-            c = c_own_stamps(cm, PyBytes_AS_STRING(calm->stamp_prefix), PyBytes_GET_SIZE(calm->stamp_prefix), &best);
-        else
-            c = c_own_stamps(cm, "", 0, &best);
-        if (c == 1 && best >= calm->view_next)
-            return 1;
+        prefix_of(calm->stamp_prefix, &pre, &plen);
+        c = c_own_stamps(cm, pre, plen, &best);
+        c = view_includes(calm, c, best);
         if (c == 1)
             c_strip_stamps(cm);
         return c == 2;
@@ -2128,16 +2151,13 @@ static PyObject *
 py_run_stamps(PyObject *module, PyObject *args)
 {
     PyObject *recs, *prefix, *replace, *out, *slow, *newest_obj;
-    const char *pre = "";
-    Py_ssize_t plen = 0, i, n;
+    const char *pre;
+    Py_ssize_t plen, i, n;
     long long newest = -1;
     int any = 0;
     if (!PyArg_ParseTuple(args, "O!OO:run_stamps", &PyList_Type, &recs, &prefix, &replace))
         return NULL;
-    if (PyBytes_Check(prefix)) {
-        pre = PyBytes_AS_STRING(prefix);
-        plen = PyBytes_GET_SIZE(prefix);
-    } else if (prefix != Py_None) {
+    if (!prefix_of(prefix, &pre, &plen) && prefix != Py_None) {
         PyErr_SetString(PyExc_TypeError, "run_stamps: prefix must be bytes or None");
         return NULL;
     }
@@ -2212,14 +2232,11 @@ static PyObject *
 py_take_stamps(PyObject *module, PyObject *args)
 {
     PyObject *msgs, *prefix, *stamps = NULL, *slow = NULL;
-    const char *pre = "";
-    Py_ssize_t plen = 0, i, n;
+    const char *pre;
+    Py_ssize_t plen, i, n;
     if (!PyArg_ParseTuple(args, "O!O:take_stamps", &PyList_Type, &msgs, &prefix))
         return NULL;
-    if (PyBytes_Check(prefix)) {
-        pre = PyBytes_AS_STRING(prefix);
-        plen = PyBytes_GET_SIZE(prefix);
-    } else if (prefix != Py_None) {
+    if (!prefix_of(prefix, &pre, &plen) && prefix != Py_None) {
         PyErr_SetString(PyExc_TypeError, "take_stamps: prefix must be bytes or None");
         return NULL;
     }
