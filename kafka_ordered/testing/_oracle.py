@@ -22,7 +22,11 @@ as missing, when both hold:
   acknowledgement order, measured in two processes whose callbacks may run
   late on a loaded machine, need not be the order the broker wrote them), and
 - the group skipped it inside one returned batch: that batch holds the
-  partition's offsets just below and just above it, with nothing between.
+  partition's offsets just below and just above it, with nothing between;
+  or it lies below the lowest offset the group delivered of the partition
+  (a tail reader of an empty partition handed offset 1 while offset 0 was
+  being written: the log's start stands for the offset below; the
+  embedded broker's logs start at 0).
 
 This is the embedded broker's signature (Tansu 0.6 reserves a batch's
 offsets before it writes the batch and serves a reader at the end of a
@@ -182,10 +186,15 @@ class OrderingOracle:
         if not self.broker_tail_holes:
             return set()
         skipped: Dict[int, List[Tuple[int, int]]] = {}  # partition -> (below, above) skipped inside a batch
+        lowest: Dict[int, int] = {}
         for (partition, _), offsets in self._batches.items():
             offsets = sorted(set(offsets))
             skipped.setdefault(partition, []).extend(
                 (lo, hi) for lo, hi in zip(offsets, offsets[1:]) if hi > lo + 1)
+            lowest[partition] = min(offsets[0], lowest.get(partition, offsets[0]))
+        for partition, hi in lowest.items():  # the log's start (-1: before offset 0) stands for the offset below
+            if hi > 0:
+                skipped[partition].append((-1, hi))
         acks: Dict[int, List[Tuple[int, int]]] = {}  # partition -> (offset, ack time), by offset
         for partition, offset, at in self._placed.values():
             acks.setdefault(partition, []).append((offset, at))
@@ -254,7 +263,8 @@ class OrderingOracle:
         by_offset = self._by_offset()
         earlier = min(((a, o) for (p, o), (_, a, _s) in by_offset.items()
                        if p == partition and o > offset and a < acked_at), default=None)
-        parts = [f"p{partition}@{offset}: delivered around it: {at(below)} and {at(above)}",
+        start = "the log's start" if below is None and above is not None else at(below)
+        parts = [f"p{partition}@{offset}: delivered around it: {start} and {at(above)}",
                  (f"p{partition}@{earlier[1]} above it acknowledged {(acked_at - earlier[0]) / 1e6:.1f} ms before it"
                   if earlier is not None else "no higher offset acknowledged before it")]
         over = by_offset.get((partition, above)) if above is not None else None

@@ -58,6 +58,33 @@ def test_a_record_skipped_between_two_batches_is_missing() -> None:
     assert (rep.missing, rep.tail_holes) == (1, 0) and not rep.ok
 
 
+def test_a_partitions_first_record_written_under_a_concurrent_append_is_a_tail_hole() -> None:
+    """CI, autoscale failover: a tail reader of an empty partition was handed
+    offset 1 (another producer's, acknowledged 0.6 ms after offset 0) while
+    offset 0 was being written: the hole has no offset below it, the log's
+    start (0) stands for the one delivered below."""
+    o = OrderingOracle(broker_tail_holes=True)
+    o.acknowledged(b"k", "P1", 0, partition=0, offset=0, at_ns=1_000_000)
+    o.acknowledged(b"j", "P2", 0, partition=0, offset=1, at_ns=1_600_000)
+    o.acknowledged(b"j", "P2", 1, partition=0, offset=2, at_ns=9_000_000)
+    o.delivered(b"j", "P2", 0, partition=0, offset=1, batch="m1-11")
+    o.delivered(b"j", "P2", 1, partition=0, offset=2, batch="m1-12")
+    rep = o.report()
+    assert (rep.missing, rep.tail_holes) == (0, 1) and rep.ok
+    assert o.explain(b"k", "P1", 0).startswith("p0@0: delivered around it: the log's start and p0@1 (m1-11); ")
+
+
+def test_a_partitions_first_record_is_missing_when_the_record_above_was_not_appended_with_it() -> None:
+    """The same producer's record above it (appended in order), or another
+    producer's acknowledged a second later: no excuse at the log's start either."""
+    for above, acked_ns in (("P1", 1_600_000), ("P2", 1_001_000_000)):
+        o = OrderingOracle(broker_tail_holes=True)
+        o.acknowledged(b"k", "P1", 0, partition=0, offset=0, at_ns=1_000_000)
+        o.acknowledged(b"j", above, 1, partition=0, offset=1, at_ns=acked_ns)
+        o.delivered(b"j", above, 1, partition=0, offset=1, batch="m1-11")
+        assert (o.report().missing, o.report().tail_holes) == (1, 0), above
+
+
 def test_a_record_written_in_order_is_missing_even_when_skipped_inside_a_batch() -> None:
     o = OrderingOracle(broker_tail_holes=True)
     o.acknowledged(b"a", "P", 0, partition=0, offset=9, at_ns=500)
