@@ -13,13 +13,22 @@ from ..config import client_config_error
 _C = TypeVar("_C")
 
 
-def _shared(opts: Mapping[str, Any], conf: Mapping[str, Any]) -> _log.Shared:
-    return _log.acquire(
-        conf,
-        opts["ordered.layout.topic"],
-        corrupt_policy=opts["ordered.layout.corrupt.policy"],
-        timeout=opts["ordered.metadata.timeout.ms"] / 1000.0,
-    )
+def _shared(opts: Mapping[str, Any], conf: Mapping[str, Any], component: str) -> _log.Shared:
+    """The process's shared layout-log clients for ``conf``; a setting
+    librdkafka refuses (when this call makes them) is a :class:`ConfigError`
+    as in :func:`_new_client`."""
+    try:
+        return _log.acquire(
+            conf,
+            opts["ordered.layout.topic"],
+            corrupt_policy=opts["ordered.layout.corrupt.policy"],
+            timeout=opts["ordered.metadata.timeout.ms"] / 1000.0,
+        )
+    except KafkaException as e:
+        err = client_config_error(e, conf, component)
+        if err is None:
+            raise
+        raise err from e
 
 
 def _new_client(cls: Callable[[Dict[str, Any]], _C], conf: Dict[str, Any], component: str) -> _C:

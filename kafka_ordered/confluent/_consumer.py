@@ -168,15 +168,20 @@ class OrderedConsumer:
         # KIP-848's consumer protocol is incremental too: a full assign() there fails (_STATE).
         self._cooperative = ("cooperative" in str(conf.get("partition.assignment.strategy", ""))
                              or str(conf.get("group.protocol", "classic")).lower() == "consumer")
-        # Managed topics gain partitions under a running group: librdkafka's
-        # group takes them on at its next metadata refresh (5 min by default).
-        # (The internal clients keep the application's settings: shared per connection.)
-        consumer = _new_client(Consumer, {"topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS, **conf},
-                               "OrderedConsumer")
+        # The shared layout-log clients first: the client made right before
+        # the application's assign or subscribe asks for the topics' metadata
+        # with its first request, as a raw client made then does (made before
+        # the catch-up, its first connection was often gone by then, and its
+        # first fetch came 40 ms later on Apache Kafka; see _learn_topics).
+        shared = _shared(opts, conf, "OrderedConsumer")
         try:
-            shared = _shared(opts, conf)
+            # Managed topics gain partitions under a running group: librdkafka's
+            # group takes them on at its next metadata refresh (5 min by default).
+            # (The internal clients keep the application's settings: shared per connection.)
+            consumer = _new_client(Consumer, {"topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS, **conf},
+                                   "OrderedConsumer")
         except BaseException:
-            consumer.close()
+            shared.release()
             raise
         self._consumer = consumer
         self._shared = shared

@@ -179,7 +179,7 @@ class OrderedProducer:
             if self._core_ is None:
                 if self._closed:
                     raise KafkaOrderedError("the producer is closed")
-                shared = _shared(self._opts, self._conf)
+                shared = _shared(self._opts, self._conf, "OrderedProducer")
                 core = RegisteringCore(self._port, shared, self._opts, producer_id=self._producer_id,
                                        routes=self._routes)
                 core.transactional = bool(self._conf.get("transactional.id"))
