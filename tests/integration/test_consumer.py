@@ -186,6 +186,23 @@ def test_consumer_config_errors(ordered_config: Dict[str, Any]) -> None:
         OrderedConsumer({**ordered_config, "group.id": "g", "ordered.producer.id": "x"})
 
 
+def test_a_setting_the_client_refuses_gives_back_the_shared_clients(admin: LayoutAdmin,
+                                                                   ordered_config: Dict[str, Any]) -> None:
+    """The client is made after the process's shared layout-log clients (its
+    first metadata request then names the assigned topics): when librdkafka
+    refuses a consumer setting, the reference taken on them is given back."""
+    from kafka_ordered import _log
+
+    def refs() -> Dict[Any, int]:
+        return {key: s._refs for key, s in _log._registry.items()}
+
+    before = refs()
+    assert before, "the admin's set is open: the consumer joins it"
+    with pytest.raises(ConfigError, match="session.timeout.ms"):
+        OrderedConsumer({**ordered_config, "group.id": "g", "session.timeout.ms": "soon"})
+    assert refs() == before
+
+
 def test_partition_held_across_a_rebalance_is_delivered_after_it(
     admin: LayoutAdmin, make_producer: Callable[..., OrderedProducer], make_consumer: Callable[..., OrderedConsumer],
     topic: str, unique: Callable[[str], str],
