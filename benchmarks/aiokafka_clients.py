@@ -14,9 +14,8 @@ whole run; every client is constructed and started inside it, untimed.
    it; then ``--records`` more records arrive. Each run: a new consumer
    ``assign``s every partition, ``seek``s to the group's committed offsets
    and reads the new records with ``getmany(timeout_ms=1000,
-   max_records=--max-records)``; timed from ``assign`` to the last record
-   (the wrapper's ``assign`` is a coroutine that also reads the group's
-   committed offsets: that counts). OrderedAIOKafkaConsumer of the group
+   max_records=--max-records)``; timed from ``assign`` to the last record.
+   OrderedAIOKafkaConsumer of the group
    vs AIOKafkaConsumer of a new group; both ``enable_auto_commit=False``,
    ``fetch_max_wait_ms=100``.
 2. ``getmany`` while a gate is closed on another partition the consumer
@@ -77,9 +76,7 @@ def read(loop: asyncio.AbstractEventLoop, make: Callable[[], Any], start: Start,
         try:
             parts = [TopicPartition(t, p) for t, p, _ in start]
             began = time.perf_counter()  # from assign: prefetching counts for both
-            assigned = c.assign(parts)
-            if asyncio.iscoroutine(assigned):  # the wrapper's assign resolves start positions
-                await assigned
+            c.assign(parts)
             for t, p, off in start:
                 if off is not None:
                     c.seek(TopicPartition(t, p), off)

@@ -316,6 +316,10 @@ class OrderedAIOKafkaConsumer:
         self._start_error: Optional[BaseException] = None
         self._key_listener: Optional[PartitionKeyRebalanceListener] = None
         self._subscribed: Set[str] = set()
+        #: Partitions :meth:`assign` gave the client, not started yet (paused
+        #: in the client), each with the offset the application sought it to
+        #: since (``None``: not sought); see :meth:`_start_assigned`.
+        self._unstarted: Dict[TP, Optional[int]] = {}
         if topics:
             self.subscribe(list(topics))
 
@@ -485,6 +489,7 @@ class OrderedAIOKafkaConsumer:
         """``AIOKafkaConsumer.unsubscribe``; the gate state of every owned
         partition goes (commit first with :meth:`commit` to keep progress)."""
         self._core.revoked(list(self._core.owned))
+        self._unstarted = {}
         self._consumer.unsubscribe()
         self._subscribed = set()
         self._core.subscribed = set()
@@ -493,31 +498,61 @@ class OrderedAIOKafkaConsumer:
         """``AIOKafkaConsumer.subscription``; plain delegation."""
         return self._consumer.subscription()
 
-    async def assign(self, partitions: List[TopicPartition], *,
-                     key_listener: Optional[PartitionKeyRebalanceListener] = None) -> None:
-        """Manual assignment (no group rebalancing); gates still apply.
-        A coroutine, unlike ``AIOKafkaConsumer.assign``: the start positions
-        are resolved (committed offsets, layout-aware starts) before it returns.
-        ``key_listener`` as for :meth:`subscribe`."""
+    def assign(self, partitions: List[TopicPartition], *,
+               key_listener: Optional[PartitionKeyRebalanceListener] = None) -> None:
+        """``AIOKafkaConsumer.assign``: manual assignment (no group
+        rebalancing), replacing the previous one as aiokafka's does (every
+        partition starts anew); gates still apply. ``key_listener`` as for
+        :meth:`subscribe`.
+
+        Where each partition starts is decided when the next
+        :meth:`getmany`, :meth:`getone`, :meth:`position` or ``seek_to_*``
+        begins: the offset a :meth:`seek` chose since, else the group's
+        committed offset, else the layout-aware start
+        (:func:`kafka_ordered.gates.start_position`), else aiokafka's
+        ``auto_offset_reset``. Until then the client keeps the partitions
+        paused, so nothing of them is fetched before that decision; an
+        application that seeks every partition right away starts without
+        reading the group's commits first, as with aiokafka. Raises
+        :class:`~kafka_ordered.errors.ConfigError` before :meth:`start`."""
         core = self._core
         if key_listener is not None:
             if not isinstance(key_listener, PartitionKeyRebalanceListener):
                 raise TypeError("key_listener must be a PartitionKeyRebalanceListener")
             self._key_listener = key_listener
             self._apply_listener()
-        want = {(tp.topic, tp.partition) for tp in partitions}
-        gone = sorted(core.owned - want)
-        if gone:
-            await self._bridge.run(core.revoked, gone)
-        added = sorted(want - core.owned)
-        committed = await self._committed_of(self._port.partitions(added), self._options.timeout) if added else {}
-        starts = await self._bridge.run(core.assigned, added, committed)
-        # The client's assignment and the seeks with no await between: its
-        # fetcher never starts resolving a position of its own (which would
-        # cost a retry backoff before the first fetch).
+        if core.owned:
+            core.revoked(sorted(core.owned))
         self._consumer.assign(list(partitions))
+        self._consumer.pause(*partitions)
+        self._unstarted = dict.fromkeys(sorted({(tp.topic, tp.partition) for tp in partitions}))
+
+    async def _start_assigned(self) -> None:
+        """Start the partitions :meth:`assign` left unstarted: those the
+        application sought at their offsets (:meth:`GatingCore.assigned_at`),
+        the others where :meth:`GatingCore.assigned` resolves them from the
+        group's commits; then resume them (except those the application
+        paused). Raises a :class:`~kafka_ordered.errors.KafkaOrderedError`
+        when the commits cannot be read: the partitions then stay paused
+        and unstarted, and the next call tries again."""
+        unstarted = self._unstarted
+        core = self._core
+        keys = list(unstarted)
+        sought = {tp: off for tp, off in unstarted.items() if off is not None}
+        rest = [tp for tp, off in unstarted.items() if off is None]
+        committed = await self._committed_of(self._port.partitions(rest), self._options.timeout) if rest else {}
+        if unstarted is not self._unstarted:
+            return  # assign()ed again meanwhile: the next call starts that one
+        starts = await self._bridge.run(core.assigned, rest, committed) if rest else {}
+        if sought:
+            await self._step(self._bridge.idle(), core.assigned_at, sought)
+        if unstarted is not self._unstarted:
+            core.revoked(keys)
+            return
+        self._unstarted = {}
         for key, off in starts.items():
             self._consumer.seek(TopicPartition(*key), off)
+        core.unpause_assigned(keys)
 
     def assignment(self) -> Set[TopicPartition]:
         """``AIOKafkaConsumer.assignment``: every assigned partition, including
@@ -533,7 +568,9 @@ class OrderedAIOKafkaConsumer:
         of the group's commits that failed for good when partitions were
         assigned (a :class:`~kafka_ordered.errors.KafkaOrderedError`); those
         partitions stay paused, never fetched ungated, until the next
-        rebalance."""
+        rebalance. Starts the partitions :meth:`assign` gave first (see
+        there); a failed read of the group's commits for them is raised
+        each time, and they stay paused."""
         if self._closed:
             raise ConsumerStoppedError()
         if timeout_ms < 0:
@@ -541,6 +578,8 @@ class OrderedAIOKafkaConsumer:
         if self._start_error is not None:
             error, self._start_error = self._start_error, None
             raise error
+        if self._unstarted:
+            await self._start_assigned()
         core = self._core
         calm = core.calm
         if calm.quiet:
@@ -674,7 +713,10 @@ class OrderedAIOKafkaConsumer:
         return await self._consumer.committed(partition)
 
     async def position(self, partition: TopicPartition) -> int:
-        """Position after the records returned so far (held records do not count)."""
+        """Position after the records returned so far (held records do not
+        count); partitions :meth:`assign` gave are started first."""
+        if self._unstarted:
+            await self._start_assigned()
         key = (partition.topic, partition.partition)
         known = await self._bridge.run(self._core.positions, [key])
         if key in known:
@@ -682,24 +724,36 @@ class OrderedAIOKafkaConsumer:
         return await self._consumer.position(partition)
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        """``AIOKafkaConsumer.seek``; the new position counts as processed for gates."""
+        """``AIOKafkaConsumer.seek``; the new position counts as processed for
+        gates (a partition :meth:`assign` gave and not started yet starts
+        there)."""
         self._consumer.seek(partition, offset)
+        key = (partition.topic, partition.partition)
+        if key in self._unstarted:
+            self._unstarted[key] = offset
+            return
         self._core.seeked((partition.topic, partition.partition), offset)
 
     async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """``AIOKafkaConsumer.seek_to_beginning`` (all assigned partitions when
         none are given); the reset position counts as processed once known."""
+        if self._unstarted:
+            await self._start_assigned()
         await self._consumer.seek_to_beginning(*partitions)
         self._reset_positions(partitions)
 
     async def seek_to_end(self, *partitions: TopicPartition) -> None:
         """``AIOKafkaConsumer.seek_to_end`` (all assigned partitions when none
         are given); the reset position counts as processed once known."""
+        if self._unstarted:
+            await self._start_assigned()
         await self._consumer.seek_to_end(*partitions)
         self._reset_positions(partitions)
 
     async def seek_to_committed(self, *partitions: TopicPartition) -> Dict[TopicPartition, Optional[int]]:
         """``AIOKafkaConsumer.seek_to_committed``; the positions count as processed."""
+        if self._unstarted:
+            await self._start_assigned()
         result = await self._consumer.seek_to_committed(*partitions)
         for tp, off in result.items():
             self._core.seeked((tp.topic, tp.partition), -1 if off is None else off)
@@ -717,8 +771,8 @@ class OrderedAIOKafkaConsumer:
 
     def resume(self, *partitions: TopicPartition) -> None:
         """``AIOKafkaConsumer.resume``; a partition held at a gate resumes when
-        the gate opens, not before."""
-        ok = set(self._core.user_resume([(p.topic, p.partition) for p in partitions]))
+        the gate opens, not before; one :meth:`assign` gave, once started."""
+        ok = set(self._core.user_resume([(p.topic, p.partition) for p in partitions])) - self._unstarted.keys()
         self._consumer.resume(*[p for p in partitions if (p.topic, p.partition) in ok])
 
     def paused(self) -> Set[TopicPartition]:

@@ -225,7 +225,7 @@ def test_an_application_pause_survives_a_rebalance_and_a_gate(
     async def run() -> Tuple[int, int]:
         a = OrderedAIOKafkaConsumer(**consumer_config)
         async with a:
-            await a.assign([TopicPartition(topic, q) for q in range(2)])
+            a.assign([TopicPartition(topic, q) for q in range(2)])
             paused = TopicPartition(topic, 0)
             a.pause(paused)
             got = 0
@@ -245,7 +245,7 @@ def test_an_application_pause_survives_a_rebalance_and_a_gate(
     async def early() -> None:
         c = OrderedAIOKafkaConsumer(**consumer_config)
         with pytest.raises(ConfigError, match="start"):
-            await c.assign([TopicPartition(topic, 0)])
+            c.assign([TopicPartition(topic, 0)])
 
     asyncio.run(early())
     got, after = asyncio.run(run())
@@ -469,7 +469,7 @@ def test_a_split_replay_holds_in_hand_without_a_pause_or_a_seek(
     async def run() -> Tuple[List[str], Dict[int, int], Dict[int, int], bool]:
         c = OrderedAIOKafkaConsumer(**consumer_config)
         async with c:
-            await c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+            c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
             port = c._core.port
             calls: List[str] = []
             pause, seek = port.pause, port.seek
@@ -547,7 +547,7 @@ def test_a_gate_another_member_opens_is_seen_within_a_long_getmany(
     async def run() -> Tuple[float, List[int]]:
         c = OrderedAIOKafkaConsumer(**consumer_config)
         async with c:
-            await c.assign([TopicPartition(topic, 1)])
+            c.assign([TopicPartition(topic, 1)])
             deadline = time.monotonic() + 15
             while not (c._core.held() and c._core.calm.quiet):
                 assert time.monotonic() < deadline, "the partition was never held at its gate"
@@ -563,3 +563,41 @@ def test_a_gate_another_member_opens_is_seen_within_a_long_getmany(
     took, offsets = asyncio.run(run())
     assert offsets[:1] == [start]
     assert took < 2.5, "the gate's opening waited for the getmany's timeout"
+
+
+def test_assign_is_aiokafkas_and_a_seek_before_the_first_getmany_wins(
+        layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
+        consumer_config: Dict[str, Any], closing: Callable[[Any], Any]) -> None:
+    """``assign`` is not a coroutine, as aiokafka's is not (``c.assign(...)``
+    without ``await`` must assign). Each partition starts where the first
+    ``getmany`` decides: at a ``seek`` made before it, else at the group's
+    commit; until then the client keeps them paused, whatever the
+    application resumes, so nothing is fetched ungated. The gate on
+    partition 1 still waits for partition 0, which this consumer reads from
+    the group's commit."""
+    start, wait = one_split(layout_admin, closing(OrderedProducer({"bootstrap.servers": bootstrap, **opts})), topic)
+    commit_as_group(bootstrap, consumer_config["group_id"], topic, 0, 2)
+    p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+
+    async def run() -> Tuple[Any, Any, List[Tuple[int, int]]]:
+        c = OrderedAIOKafkaConsumer(**consumer_config)
+        async with c:
+            c.assign([p0, p1])
+            c.seek(p1, start)
+            c.resume(p1)
+            await asyncio.sleep(0.3)  # the client's fetcher runs meanwhile
+            before = (c.consumer.paused(), c.paused())
+            got: List[Tuple[int, int]] = []
+            deadline = time.monotonic() + 20
+            while not any(q == 1 for q, _ in got) and time.monotonic() < deadline:
+                for tp, recs in (await c.getmany(timeout_ms=100)).items():
+                    got += [(tp.partition, r.offset) for r in recs]
+            return before, c.paused(), got
+
+    before, after, got = asyncio.run(run())
+    assert before == ({p0, p1}, set()), "held paused in the client, not as the application's pause"
+    assert after == set()
+    first = {q: next(o for p, o in got if p == q) for q in (0, 1)}
+    assert first == {0: 2, 1: start}, got
+    assert {o for p, o in got[:got.index((1, start))] if p == 0} >= set(range(2, wait)), \
+        "partition 1 was delivered before its gate's wait on partition 0"

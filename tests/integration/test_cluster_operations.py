@@ -309,7 +309,7 @@ else:
                                     fetch_max_wait_ms=50, **opts)
         await c.start()
         try:
-            await c.assign([TopicPartition(topic, 1)])
+            c.assign([TopicPartition(topic, 1)])
             end = polling()
             while time.monotonic() < end:
                 rs = await c.getmany(timeout_ms=50)

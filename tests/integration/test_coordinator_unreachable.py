@@ -136,7 +136,7 @@ def test_aiokafka_getmany_goes_on_while_the_coordinator_is_unreachable(held_spli
                                     **held_split["opts"], **GATE_OPTS)
         await c.start()
         try:
-            await c.assign([TopicPartition(held_split["topic"], 1)])
+            c.assign([TopicPartition(held_split["topic"], 1)])
             loop = asyncio.get_running_loop()
 
             def poll() -> List[int]:

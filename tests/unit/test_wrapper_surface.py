@@ -52,3 +52,14 @@ def test_len_and_context_manager_kept() -> None:
     for cls in (OrderedProducer, OrderedConsumer, OrderedKafkaProducer, OrderedKafkaConsumer):
         assert hasattr(cls, "__enter__") and hasattr(cls, "__exit__")
     assert hasattr(OrderedProducer, "__len__")
+
+
+@pytest.mark.parametrize("client, wrapper", [(aiokafka.AIOKafkaProducer, OrderedAIOKafkaProducer),
+                                             (aiokafka.AIOKafkaConsumer, OrderedAIOKafkaConsumer)],
+                         ids=lambda c: c.__name__)
+def test_a_method_is_a_coroutine_exactly_where_aiokafkas_is(client: Type[Any], wrapper: Type[Any]) -> None:
+    """Drop-in: ``c.assign(...)`` written for aiokafka, without ``await``,
+    must not leave a coroutine that never runs (no assignment, a warning)."""
+    differ = [n for n in _public_methods(client)
+              if inspect.iscoroutinefunction(getattr(client, n)) != inspect.iscoroutinefunction(getattr(wrapper, n))]
+    assert differ == [], f"{wrapper.__name__}: {differ} differ from {client.__name__} in being coroutines"
