@@ -204,8 +204,10 @@ class OffsetReader:
         self._lock = threading.Lock()
         self._used = time.monotonic()
         self._worker: Optional[ThreadPoolExecutor] = None
-        #: Consumers of groups whose commits are read (group_commits), used on the worker only.
+        #: Consumers of groups whose commits are read (group_commits), used on the worker only,
+        #: and when each was last used.
         self._group_readers: Dict[str, Consumer] = {}
+        self._group_used: Dict[str, float] = {}
 
     @property
     def connected(self) -> bool:
@@ -481,7 +483,7 @@ class OffsetReader:
         may take (default: the reader's timeout).
 
         Read by a :func:`group_reader` (one per group, kept until
-        :meth:`close`). Not by the application's consumer: with
+        :meth:`close`, or :meth:`close_if_idle` finds it idle). Not by the application's consumer: with
         confluent-kafka 2.16, its ``committed`` called from this thread
         while the application polled took 33 s (its timeout was 1 s)."""
         want = [TopicPartition(t, p) for t, p in sorted(set(tps))]
@@ -492,6 +494,7 @@ class OffsetReader:
         if reader is None:
             reader = self._group_readers[group] = group_reader(self._conn, group,
                                                                log_level=self._conn.get("log_level", 3))
+        self._group_used[group] = time.monotonic()
         try:
             got = reader.committed(want, timeout=timeout)
         except KafkaException as e:
@@ -504,10 +507,12 @@ class OffsetReader:
                 self._worker = ThreadPoolExecutor(1, thread_name_prefix="kafka-ordered-offsets")
             return self._worker
 
-    def _close_group_readers(self) -> None:
-        readers, self._group_readers = list(self._group_readers.values()), {}
-        for c in readers:
-            c.close()
+    def _close_group_readers(self, idle_s: float = 0.0) -> None:
+        """Close the group readers not used for ``idle_s`` seconds (on the worker)."""
+        now = time.monotonic()
+        for group in [g for g, used in self._group_used.items() if now - used >= idle_s]:
+            del self._group_used[group]
+            self._group_readers.pop(group).close()
 
     @property
     def clients(self) -> int:
@@ -517,7 +522,17 @@ class OffsetReader:
 
     def close_if_idle(self, idle_s: float) -> bool:
         """Close the consumer when it has not been used for ``idle_s`` seconds
-        (the next read makes a new one); returns whether it did."""
+        (the next read makes a new one); returns whether it did. Each group
+        reader not used for as long is closed too, on the worker after the
+        reads queued before (the next read of that group makes a new one)."""
+        if self._group_readers:
+            with self._lock:
+                worker = self._worker
+            try:
+                if worker is not None:
+                    worker.submit(self._close_group_readers, idle_s)
+            except RuntimeError:  # shut down meanwhile: close() closes them
+                pass
         if self._consumer is None or time.monotonic() - self._used < idle_s:
             return False
         if not self._lock.acquire(blocking=False):

@@ -471,3 +471,46 @@ def test_a_groups_commits_are_read_without_waiting(bootstrap: str, topic: str, u
         assert pending.result() == {(topic, 0): 7}
     finally:
         reader.close()
+
+
+def test_the_readers_of_groups_commits_are_closed_when_idle_and_made_again(
+        bootstrap: str, topic: str, unique: Callable[[str], str]) -> None:
+    """The offset reader keeps one client per group whose commits it read;
+    like its own consumer, each one not used for the idle time is closed
+    (the follower asks every so often), so a process that assigns many
+    short-lived groups does not keep a librdkafka client for each."""
+    from kafka_ordered._kafka import OffsetReader
+
+    from ..conftest import create_plain_topic
+
+    create_plain_topic(bootstrap, topic, 1)
+    groups = [unique("g") for _ in range(3)]
+    commit_as_group(bootstrap, groups[0], topic, 0, 4)
+    reader = OffsetReader({"bootstrap.servers": bootstrap})
+
+    def read(group: str) -> Dict[Tuple[str, int], int]:
+        pending = reader.group_commits(group, [(topic, 0)], 10.0)
+        deadline = time.monotonic() + 10
+        while not pending.done():
+            assert time.monotonic() < deadline, "no answer within 10 s"
+            time.sleep(0.001)
+        return pending.result()
+
+    def clients_within(n: int, seconds: float = 5.0) -> int:
+        deadline = time.monotonic() + seconds
+        while reader.clients != n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return reader.clients
+
+    try:
+        for g in groups:
+            read(g)
+        assert reader.clients == 3
+        reader.close_if_idle(3600.0)
+        assert clients_within(2, 0.3) == 3, "used a moment ago: kept"
+        reader.close_if_idle(0.0)
+        assert clients_within(0) == 0
+        assert read(groups[0]) == {(topic, 0): 4}  # made again on use
+        assert reader.clients == 1
+    finally:
+        reader.close()
