@@ -492,6 +492,9 @@ class GatingCore:
                 if self.keeper.crossed(tp, st.revoke_mark, off):
                     crossed.append(tp)
                 st.revoke_mark = off
+                # This member's own commits made while the group's commit was
+                # unread (see committed) end the waits only now.
+                self.keeper.prune_waits(tp, st.committed)
             if crossed and self._listener is not None:
                 self._listener.on_partition_key_maybe_revoked(self.port.partitions(sorted(crossed)))
             if crossed and self.opts.auto_commit:
@@ -514,12 +517,11 @@ class GatingCore:
         while the read fails they stay unknown, and it is sent again (see
         :class:`GateRead`)."""
         want = [tp for tp in waited if tp in self.parts.commit_unknown]
-        if want:
-            got = self._read_in_background(self._starts_read, self.port.committed_later, want)
-            if got is None:
-                return False
-            self.committed(got)
+        got = self._read_in_background(self._starts_read, self.port.committed_later, want) if want else {}
+        if got is None:
+            return False
         self.parts.commits_known()
+        self.committed(got)
         return True
 
     def refresh_gates(self, force: bool = False) -> None:
@@ -911,13 +913,18 @@ class GatingCore:
         return result
 
     def committed(self, offsets: Mapping[TP, int]) -> None:
-        """Record commits made (also those the adapter made itself)."""
+        """Record commits made (also those the adapter made itself). A
+        commit of a partition whose group commit is not read yet ends none
+        of its hand-off waits: whether this member crossed them is judged
+        once the read answers (:meth:`begin_poll`), which then ends them."""
+        unread = self.parts.commit_unknown
         for tp, off in offsets.items():
             st = self.parts.get(tp)
             if st is not None and off > st.committed:
                 st.committed = off
                 self._dirty = True
-            self.keeper.prune_waits(tp, off)
+            if tp not in unread:
+                self.keeper.prune_waits(tp, off)
         parts = self.parts
         for tp in parts.owned:
             st = parts[tp]

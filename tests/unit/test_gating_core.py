@@ -341,6 +341,8 @@ def test_the_owner_of_a_source_keeps_only_waits_above_the_commit() -> None:
     core, port, view = _grown_core(owned=[0], gates=20)
     assert core.keeper.closed_partitions() == []  # the gates are on partitions others own
     assert core.keeper.waited_on() == frozenset({(TOPIC, 0)})
+    core.begin_poll()  # reads the group's commit (none): this member's commits end waits from now on
+    assert not core.parts.commit_unknown
     core.commit({(TOPIC, 0): 1010}, asynchronous=False)
     assert core.keeper.needs_commit((TOPIC, 0), 1010) and not core.keeper.crossed((TOPIC, 0), 0, 1010)
     core.commit({(TOPIC, 0): 1019}, asynchronous=False)
@@ -557,6 +559,35 @@ def test_a_gate_on_a_source_this_member_processed_opens_before_the_groups_commit
     read.value = {(TOPIC, 0): 10}  # an earlier member passed the wait: nothing to announce
     other.begin_poll()
     assert announced == [] and other.keeper.waited_on() == frozenset()
+
+
+def test_a_commit_of_this_member_while_the_groups_commit_is_read_hides_no_crossing() -> None:
+    """Partitions assigned at explicit offsets, the read of the group's
+    commit still on its way: an auto-commit or ``commit()`` of what this
+    member processed meanwhile is not the group's earlier commit. The
+    crossing of a hand-off wait it covers is still announced when the read
+    answers that no earlier member passed the wait."""
+    core, port = _in_hand_core()
+    read = Unanswered()
+    port.committed_later = lambda tps, timeout: read  # type: ignore[assignment,method-assign]
+    announced: List[Any] = []
+
+    class L:
+        def on_partition_key_maybe_revoked(self, tps: Any) -> None:
+            announced.append(tuple(tps))
+
+        def on_partition_key_assigned(self, tps: Any) -> None:
+            pass
+
+    core.listener = L()  # type: ignore[assignment]
+    _process_the_source(core, port)
+    assert announced == [] and core.parts.commit_unknown
+    core.commit_processed(asynchronous=False)  # as an auto-commit would, before the read answers
+    assert port.commits[(TOPIC, 0)] == 10
+    read.value = {}  # the group had committed nothing: this member crossed the wait
+    core.begin_poll()
+    assert announced == [((TOPIC, 0),)] and not core.parts.commit_unknown
+    assert core.keeper.waited_on() == frozenset(), "announced and committed: nothing more to hand off"
 
 
 def test_a_hold_in_hand_neither_pauses_nor_seeks_and_its_release_does_not_resume() -> None:
