@@ -527,6 +527,12 @@ class OrderedAIOKafkaConsumer:
         self._consumer.pause(*partitions)
         self._unstarted = dict.fromkeys(sorted({(tp.topic, tp.partition) for tp in partitions}))
 
+    async def _started(self) -> None:
+        """Start what :meth:`assign` gave (also an assignment made while
+        the start of the one before was under way)."""
+        while self._unstarted:
+            await self._start_assigned()
+
     async def _start_assigned(self) -> None:
         """Start the partitions :meth:`assign` left unstarted: those the
         application sought at their offsets (:meth:`GatingCore.assigned_at`),
@@ -542,12 +548,13 @@ class OrderedAIOKafkaConsumer:
         rest = [tp for tp, off in unstarted.items() if off is None]
         committed = await self._committed_of(self._port.partitions(rest), self._options.timeout) if rest else {}
         if unstarted is not self._unstarted:
-            return  # assign()ed again meanwhile: the next call starts that one
+            return  # assign()ed again meanwhile: _started starts that one
         starts = await self._bridge.run(core.assigned, rest, committed) if rest else {}
         if sought:
             await self._step(self._bridge.idle(), core.assigned_at, sought)
         if unstarted is not self._unstarted:
             core.revoked(keys)
+            self._consumer.pause(*self._port.partitions(list(self._unstarted)))  # (revoked may resume)
             return
         self._unstarted = {}
         for key, off in starts.items():
@@ -579,7 +586,7 @@ class OrderedAIOKafkaConsumer:
             error, self._start_error = self._start_error, None
             raise error
         if self._unstarted:
-            await self._start_assigned()
+            await self._started()
         core = self._core
         calm = core.calm
         if calm.quiet:
@@ -716,7 +723,7 @@ class OrderedAIOKafkaConsumer:
         """Position after the records returned so far (held records do not
         count); partitions :meth:`assign` gave are started first."""
         if self._unstarted:
-            await self._start_assigned()
+            await self._started()
         key = (partition.topic, partition.partition)
         known = await self._bridge.run(self._core.positions, [key])
         if key in known:
@@ -738,7 +745,7 @@ class OrderedAIOKafkaConsumer:
         """``AIOKafkaConsumer.seek_to_beginning`` (all assigned partitions when
         none are given); the reset position counts as processed once known."""
         if self._unstarted:
-            await self._start_assigned()
+            await self._started()
         await self._consumer.seek_to_beginning(*partitions)
         self._reset_positions(partitions)
 
@@ -746,14 +753,14 @@ class OrderedAIOKafkaConsumer:
         """``AIOKafkaConsumer.seek_to_end`` (all assigned partitions when none
         are given); the reset position counts as processed once known."""
         if self._unstarted:
-            await self._start_assigned()
+            await self._started()
         await self._consumer.seek_to_end(*partitions)
         self._reset_positions(partitions)
 
     async def seek_to_committed(self, *partitions: TopicPartition) -> Dict[TopicPartition, Optional[int]]:
         """``AIOKafkaConsumer.seek_to_committed``; the positions count as processed."""
         if self._unstarted:
-            await self._start_assigned()
+            await self._started()
         result = await self._consumer.seek_to_committed(*partitions)
         for tp, off in result.items():
             self._core.seeked((tp.topic, tp.partition), -1 if off is None else off)
