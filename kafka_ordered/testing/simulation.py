@@ -73,7 +73,9 @@ The model
   :func:`kafka_ordered._grouped.take`) over a fetch of a few
   records of one owned partition, stamped records carrying the
   ``kafka-ordered.reg`` header and move tombstones their header, as a
-  broker returns them. The controls switch steps of the shipped rule off
+  broker returns them; while the core's calm lasts, the adapters' calm
+  path instead: the fetch as fetched when the shipped calm check
+  (:func:`kafka_ordered._fastpath.admits_runs`) admits it, else ``take``. The controls switch steps of the shipped rule off
   through its test-only knob (``CausalFreshness.skip``):
   ``catch_up_on_stamp=False`` (what the tests show to be unsafe),
   ``catch_up_on_jump=False``, ``catch_up_on_gap=False``, and
@@ -125,7 +127,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Deque, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
-from .._fastpath import replace_headers
+from .._fastpath import admits_runs, replace_headers
 from .._freshness import SkippableStep
 from .._gating import GatingCore, GatingOptions
 from .._grouped import from_hand, released_in_hand, take
@@ -172,6 +174,7 @@ class SimulationResult:
     stamped: int = 0  # acknowledged records that carry a stamp
     stamp_catch_ups: int = 0  # catch-ups a stamp asked for
     jump_catch_ups: int = 0  # catch-ups at the first record after an assignment or restart
+    calm_fetches: int = 0  # fetches the calm check admitted (delivered without the core)
     detail: str = ""  # first violation, or the held gates of a deadlock
     # compacted runs (``compacted=True``; 0 otherwise)
     tombstones: int = 0  # acknowledged move tombstones
@@ -727,6 +730,7 @@ class Simulation:
         self.stamped = 0
         self.stamp_catch_ups = 0
         self.jump_catch_ups = 0
+        self.calm_fetches = 0
         self.deadlock = False
         self.finished = False
 
@@ -1026,29 +1030,40 @@ class Simulation:
 
     def _consume(self, m: _Member, p: int, n: int, deliver: Callable[[_Record], None],
                  eff: Optional[List[int]]) -> int:
-        """One poll of member ``m`` on partition ``p``: the shipped core's
-        cycle (:meth:`~kafka_ordered._gating.GatingCore.poll_cycle`, the fetch
-        decided by ``take``) over, as the adapters do, the records in hand
-        of released partitions first, else a fetch of up to ``n`` records of
-        ``p``; what the core delivers goes to ``deliver`` in order (with
-        ``hide_tombstones=False`` also the move tombstones the core
-        consumed, as a plain consumer applies them). Returns how many
-        offsets the member's processed positions moved."""
+        """One poll of member ``m`` on partition ``p``, as the adapters poll.
+        While the core's calm lasts (:meth:`~kafka_ordered._gating.GatingCore.settle`)
+        the core is skipped: a fetch of up to ``n`` records of ``p`` that
+        the calm check (:func:`~kafka_ordered._fastpath.admits_runs`)
+        admits before the calm's deadline is delivered untouched, any other
+        is decided by ``take`` after ``fetched_late`` (an empty one past the
+        deadline runs ``idle``; a held partition's poll past it takes the
+        full path). Otherwise the shipped core's cycle
+        (:meth:`~kafka_ordered._gating.GatingCore.poll_cycle`, the fetch
+        decided by ``take``) over the records in hand of released
+        partitions first, else such a fetch. What the core delivers goes to
+        ``deliver`` in order (with ``hide_tombstones=False`` also the move
+        tombstones the core consumed, as a plain consumer applies them).
+        Returns how many offsets the member's processed positions moved."""
         core, client = m.core, m.client
+        calm = core.calm
+        # Nothing of a held partition comes during the calm: past its end the
+        # rest of the poll's wait takes the full path (as the adapters' polls do).
+        quiet = calm.quiet and not (p in client.paused and self._clock() >= calm.until)
         # (A catch-up owed by an assignment or a seek may be made when the cycle begins.)
         jump = (TOPIC, p) not in core.freshness.expected or bool(core.freshness.sought)
         synced, caught = m.view.synced, m.view.caught_up
-        cycle = core.poll_cycle(0.0)  # one fetch per poll
+        cycle = None if quiet else core.poll_cycle(0.0)  # one fetch per poll
         owned = sorted(core.owned)
         before = core.positions(owned)
         got: Dict[Any, List[_Fetched]] = {}
         fetched: List[_Fetched] = []
-        if released_in_hand(core):
+        if cycle is not None and released_in_hand(core):
             got = from_hand(core)
         if not got:
             if p in client.paused:
                 self.gate_holds += 1
-                cycle.done(False)
+                if cycle is not None:
+                    cycle.done(False)
                 return 0
             log = self.logs[p]
             off = client.pos[p]
@@ -1058,7 +1073,14 @@ class Simulation:
                 off += 1
             client.pos[p] = fetched[-1].offset + 1 if fetched else off
         if fetched:
-            got = take(core, {_Partition(TOPIC, p): fetched}, {}, replace_headers)
+            run = {_Partition(TOPIC, p): fetched}
+            if quiet and self._clock() < calm.until and admits_runs(calm, run, replace_headers):
+                got = run
+                self.calm_fetches += 1
+            else:
+                if quiet:
+                    core.fetched_late()
+                got = take(core, run, {}, replace_headers)
             if m.view.synced > synced:
                 if jump:
                     self.jump_catch_ups += 1
@@ -1066,6 +1088,8 @@ class Simulation:
                     self.gap_catch_ups += 1
             if m.view.caught_up > caught:
                 self.stamp_catch_ups += 1
+        elif quiet and self._clock() >= calm.until:
+            core.idle()
         after = core.positions(owned)
         if fetched and after.get((TOPIC, p), 0) <= fetched[-1].offset:
             self.gate_holds += 1
@@ -1090,7 +1114,8 @@ class Simulation:
                     deliver(rec)
                 if eff is not None:
                     eff[q] = off + 1
-        cycle.done(moved > 0)
+        if cycle is not None:
+            cycle.done(moved > 0)
         return moved
 
     def commit(self, j: int) -> bool:
@@ -1366,6 +1391,7 @@ class Simulation:
             stamped=self.stamped,
             stamp_catch_ups=self.stamp_catch_ups,
             jump_catch_ups=self.jump_catch_ups,
+            calm_fetches=self.calm_fetches,
             detail=self.detail,
             tombstones=self.tombstones_written,
             compactions=self.compactions,

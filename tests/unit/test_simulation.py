@@ -15,7 +15,8 @@ Findings kept as tests:
   gate it does not know; with the step, the same seeds are clean;
 * the producers and members are the shipped cores: a defect planted in the
   producer core (it stops stamping) is caught like the control that drops
-  stamps.
+  stamps; the members' polls take the adapters' calm path while the core's
+  calm lasts, and a calm check planted to admit everything is caught.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any, Dict, Tuple
 import pytest
 
 from kafka_ordered.layout import Layout, transition_sources
+from kafka_ordered.tokens import HEADER as STAMP_HEADER
 from kafka_ordered.testing.simulation import TOPIC, Simulation, SimulationResult, crossing_scenario, find_seed, run
 
 # 4 -> 8 -> 4 -> 8: shrink then expand, every partition both gains and loses keys.
@@ -71,6 +73,7 @@ def test_prescribed_order_never_deadlocks_or_reorders(name: str) -> None:
     assert any(r.rebalances > 0 for r in results)
     assert sum(r.stamped for r in results) >= n  # the token rule was exercised: stamps ...
     assert any(r.stamp_catch_ups > 0 for r in results)  # ... that a late member had to catch up on
+    assert sum(r.calm_fetches > 0 for r in results) >= 0.8 * n  # the adapters' calm path
     if knobs.get("window"):
         assert any(r.lineage_breaks > 0 for r in results)
 
@@ -172,6 +175,32 @@ def test_a_producer_core_that_stamps_nothing_is_caught(monkeypatch: pytest.Monke
     monkeypatch.undo()
     for s in sorted(dropped):
         _check_ok(run(s))
+
+
+def test_a_calm_check_that_admits_every_fetch_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The members' polls take the adapters' calm path while the core's
+    calm lasts: a calm check planted to admit every fetch (stamps the view
+    does not include, gaps, held partitions: it only strips the stamps and
+    moves the expected offsets) delivers records behind gates the member
+    does not know, and the oracle reports it; the shipped check, on the
+    same seeds, keeps the order."""
+    from kafka_ordered import _fastpath
+    from kafka_ordered.testing import simulation
+
+    def admits_everything(calm: Any, fetched: Any, replace: Any) -> bool:
+        ends = []
+        for tp, recs in fetched.items():
+            recs[:] = [replace(r, [h for h in r.headers if h[0] != STAMP_HEADER]) for r in recs]
+            ends.append(((tp.topic, tp.partition), recs[-1].offset + 1))
+        _fastpath._moved(calm, ends)
+        return True
+
+    seeds = range(40)
+    shipped = [run(s) for s in seeds]
+    assert all(r.violations == 0 for r in shipped) and sum(r.calm_fetches for r in shipped) > 0
+    monkeypatch.setattr(simulation, "admits_runs", admits_everything)
+    bad = [r for r in (run(s) for s in seeds) if r.violations]
+    assert len(bad) >= 2, "a calm path that checks nothing went unnoticed"
 
 
 def test_a_stamp_makes_a_late_member_read_the_registration_before_delivering() -> None:
