@@ -334,7 +334,9 @@ class OrderedAIOKafkaConsumer:
 
     async def start(self) -> None:
         """Connect to the layout log (catching up with it, on the worker
-        thread), then ``AIOKafkaConsumer.start``. Raises what either raises;
+        thread), then ``AIOKafkaConsumer.start``. Raises what either raises
+        (:class:`~kafka_ordered.errors.BrokerUnavailableError` when the
+        layout log cannot be read within ``ordered.metadata.timeout.ms``);
         nothing started is left running then."""
         self._bridge.bind()
         try:

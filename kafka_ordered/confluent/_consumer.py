@@ -149,6 +149,14 @@ class OrderedConsumer:
     bytes per partition, and are delivered once the gate opens; past that,
     or at a gate that waits on other members, the partition is paused and
     fetched again later.
+
+    Unlike the client, construction reads the layout log (the process's
+    shared layout-log clients, made and caught up by the first client of a
+    cluster and layout topic), waiting at most ``ordered.metadata.timeout.ms``:
+    it raises :class:`~kafka_ordered.errors.BrokerUnavailableError` naming
+    ``bootstrap.servers`` when the cluster cannot be reached, and
+    :class:`~kafka_ordered.errors.ConfigError` for a setting the client
+    refuses; nothing is left open then.
     """
 
     def __init__(self, config: Mapping[str, Any]) -> None:

@@ -141,6 +141,12 @@ class OrderedKafkaConsumer:
     ``subscribe(..., key_listener=PartitionKeyRebalanceListener)`` for per-key
     state hand-off; ``listener`` stays kafka-python's
     ``ConsumerRebalanceListener`` (it runs on kafka-python's IO thread).
+
+    Construction reads the layout log (the process's shared layout-log
+    clients), waiting at most ``ordered.metadata.timeout.ms``: it raises
+    :class:`~kafka_ordered.errors.BrokerUnavailableError` naming the
+    bootstrap servers when the cluster cannot be reached; nothing is left
+    open then.
     """
 
     def __init__(self, *topics: str, **configs: Any) -> None:
