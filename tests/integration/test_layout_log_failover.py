@@ -3,7 +3,9 @@ a producer's registration and an admin's expand whose records reached a
 follower but whose acknowledgement was lost with the leader, and followers
 that must find the new leader. Nothing is lost and nothing that matters is
 duplicated: a registration counts once, an epoch is claimed once, and the
-ordering oracle sees every acknowledged record exactly once and in order.
+ordering oracle sees every acknowledged record in order, and exactly once
+unless the group took the member's partitions away (``on_lost``), when
+Kafka's at-least-once delivers the records after its last commit again.
 
 Apache Kafka only (``cluster_or_skip``): each test SIGKILLs the layout log's
 leader and starts it again in ``finally``, waiting until every partition is
@@ -236,7 +238,9 @@ class Reader:
 
     def __init__(self, consumer: OrderedConsumer, topic: str, oracle: OrderingOracle, lock: threading.Lock) -> None:
         self.consumer, self.oracle, self.lock = consumer, oracle, lock
-        consumer.subscribe([topic])
+        #: Partitions the group took from the member (librdkafka's on_lost).
+        self.lost: List[List[Any]] = []
+        consumer.subscribe([topic], on_lost=lambda _, parts: self.lost.append(list(parts)))
         self.stop = threading.Event()
         self.errors: List[BaseException] = []
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -273,6 +277,16 @@ class Reader:
                 missing = len(oracle.missing())
             assert not self.errors, self.errors[:1]
             assert missing == 0, f"{missing} acknowledged record(s) never delivered: {oracle.report()}"
+
+
+def _delivered_once(rep: Any, reader: Reader) -> None:
+    """Every acknowledged record delivered, in order, and none twice unless
+    the group took the member's partitions away (``on_lost``: a rebalance in
+    flight when its coordinator died): the records after its last commit
+    are then delivered again, as Kafka's at-least-once allows."""
+    assert rep.violations == () and rep.missing == 0, rep
+    assert rep.duplicates == 0 or reader.lost, rep
+    assert rep.acknowledged >= 400 and rep.unexpected == 0, rep
 
 
 def _restart(cluster: KafkaCluster, victim: Optional[int]) -> None:
@@ -332,9 +346,7 @@ def test_a_registration_whose_leader_dies_before_acknowledging_counts_once(
     assert sorted(gates) == sorted(set(gates)), f"a gate counts twice: {gates}"
     assert {p for p, _, e in gates if e == 2} == {2, 3}
     assert desc.layout.epoch == 2 and desc.physical_partitions == 4
-    rep = oracle.report()
-    assert rep.violations == () and rep.missing == 0 and rep.duplicates == 0, rep
-    assert rep.acknowledged >= 400 and rep.unexpected == 0, rep
+    _delivered_once(oracle.report(), reader)
 
 
 def _raw_registrations(bootstrap: str, layout_topic: str, topic: str, producer_id: str,
@@ -407,9 +419,7 @@ def test_an_expand_retried_after_its_acknowledgement_was_lost_applies_once(
     md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10).topics[topic]
     assert len(md.partitions) == 4
     assert admin.describe(topic).physical_partitions == 4
-    rep = oracle.report()
-    assert rep.violations == () and rep.missing == 0 and rep.duplicates == 0, rep
-    assert rep.acknowledged >= 400 and rep.unexpected == 0, rep
+    _delivered_once(oracle.report(), reader)
 
 
 def test_followers_find_the_new_leader_and_learn_an_expand_made_meanwhile(
@@ -449,6 +459,4 @@ def test_followers_find_the_new_leader_and_learn_an_expand_made_meanwhile(
         _restart(cluster, victim)
     regs = [r for r in admin.sync().registrations(topic) if r.producer_id == "fol-p"]
     assert [r.epoch for r in regs] == [1, 2], regs
-    rep = oracle.report()
-    assert rep.violations == () and rep.missing == 0 and rep.duplicates == 0, rep
-    assert rep.acknowledged >= 400 and rep.unexpected == 0, rep
+    _delivered_once(oracle.report(), reader)
