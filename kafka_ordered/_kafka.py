@@ -483,9 +483,10 @@ class OffsetReader:
         may take (default: the reader's timeout).
 
         Read by a :func:`group_reader` (one per group, kept until
-        :meth:`close`, or :meth:`close_if_idle` finds it idle). Not by the application's consumer: with
-        confluent-kafka 2.16, its ``committed`` called from this thread
-        while the application polled took 33 s (its timeout was 1 s)."""
+        :meth:`close` or until :meth:`close_if_idle` finds it idle). Not by
+        the application's consumer: with confluent-kafka 2.16, its
+        ``committed`` called from this thread while the application polled
+        took 33 s (its timeout was 1 s)."""
         want = [TopicPartition(t, p) for t, p in sorted(set(tps))]
         return Later(self._work().submit(self._group_commits, group, want, timeout or self.timeout))
 

@@ -75,7 +75,8 @@ The model
   ``kafka-ordered.reg`` header and move tombstones their header, as a
   broker returns them; while the core's calm lasts, the adapters' calm
   path instead: the fetch as fetched when the shipped calm check
-  (:func:`kafka_ordered._fastpath.admits_runs`) admits it, else ``take``. The controls switch steps of the shipped rule off
+  (:func:`kafka_ordered._fastpath.admits_runs`) admits it, else
+  ``take``. The controls switch steps of the shipped rule off
   through its test-only knob (``CausalFreshness.skip``):
   ``catch_up_on_stamp=False`` (what the tests show to be unsafe),
   ``catch_up_on_jump=False``, ``catch_up_on_gap=False``, and
