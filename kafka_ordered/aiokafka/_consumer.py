@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequ
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.errors import ConsumerStoppedError, KafkaError
+from aiokafka.errors import ConsumerStoppedError, KafkaError, NoOffsetForPartitionError
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 from .. import _log
@@ -527,6 +527,11 @@ class OrderedAIOKafkaConsumer:
             core.revoked(sorted(core.owned))
         self._consumer.assign(list(partitions))
         self._consumer.pause(*partitions)
+        for tp in partitions:
+            # A position, never fetched while paused: without one the client's
+            # fetcher resolves its own (a read of the commits, a retry
+            # backoff), fetching nothing from that leader meanwhile.
+            self._consumer.seek(tp, 0)
         self._unstarted = dict.fromkeys(sorted({(tp.topic, tp.partition) for tp in partitions}))
 
     async def _started(self) -> None:
@@ -539,10 +544,13 @@ class OrderedAIOKafkaConsumer:
         """Start the partitions :meth:`assign` left unstarted: those the
         application sought at their offsets (:meth:`GatingCore.assigned_at`),
         the others where :meth:`GatingCore.assigned` resolves them from the
-        group's commits; then resume them (except those the application
-        paused). Raises a :class:`~kafka_ordered.errors.KafkaOrderedError`
-        when the commits cannot be read: the partitions then stay paused
-        and unstarted, and the next call tries again."""
+        group's commits (those it leaves to the client: aiokafka's
+        ``auto_offset_reset``); then resume them (except those the
+        application paused). Raises a
+        :class:`~kafka_ordered.errors.KafkaOrderedError` when the commits
+        cannot be read, and aiokafka's ``NoOffsetForPartitionError`` where
+        its reset policy is ``none``: the partitions then stay paused and
+        unstarted, and the next call tries again."""
         unstarted = self._unstarted
         core = self._core
         keys = list(unstarted)
@@ -554,14 +562,40 @@ class OrderedAIOKafkaConsumer:
         starts = await self._bridge.run(core.assigned, rest, committed) if rest else {}
         if sought:
             await self._step(self._bridge.idle(), core.assigned_at, sought)
+        try:
+            if unstarted is self._unstarted:
+                for key, off in starts.items():
+                    self._consumer.seek(TopicPartition(*key), off)
+                await self._client_reset([tp for tp in rest if tp not in starts])
+        except BaseException:
+            self._abandon(keys)
+            raise
         if unstarted is not self._unstarted:
-            core.revoked(keys)
-            self._consumer.pause(*self._port.partitions(list(self._unstarted)))  # (revoked may resume)
+            self._abandon(keys)
             return
         self._unstarted = {}
-        for key, off in starts.items():
-            self._consumer.seek(TopicPartition(*key), off)
         core.unpause_assigned(keys)
+
+    async def _client_reset(self, keys: List[TP]) -> None:
+        """aiokafka's own ``auto_offset_reset`` for ``keys`` (no commit, no
+        layout-aware start), as its fetcher applies it: ``none`` raises its
+        ``NoOffsetForPartitionError``."""
+        if not keys:
+            return
+        parts = self._port.partitions(keys)
+        policy = self._options.reset
+        if policy == "earliest":
+            await self._consumer.seek_to_beginning(*parts)
+        elif policy == "latest":
+            await self._consumer.seek_to_end(*parts)
+        else:
+            raise NoOffsetForPartitionError(parts[0])
+
+    def _abandon(self, keys: List[TP]) -> None:
+        """A start that did not finish: the core forgets ``keys``; what
+        :meth:`assign` gave stays paused in the client (a revoke may resume)."""
+        self._core.revoked(keys)
+        self._consumer.pause(*self._port.partitions(list(self._unstarted)))
 
     def assignment(self) -> Set[TopicPartition]:
         """``AIOKafkaConsumer.assignment``: every assigned partition, including

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("aiokafka")
 
 from aiokafka import AIOKafkaConsumer  # noqa: E402
-from aiokafka.errors import IllegalOperation  # noqa: E402
+from aiokafka.errors import IllegalOperation, NoOffsetForPartitionError  # noqa: E402
 from aiokafka.structs import TopicPartition  # noqa: E402
 
 from kafka_ordered import ConfigError, OrderedConsumer, OrderedProducer, PartitionOverrideError  # noqa: E402
@@ -579,9 +579,18 @@ def test_assign_is_aiokafkas_and_a_seek_before_the_first_getmany_wins(
     commit_as_group(bootstrap, consumer_config["group_id"], topic, 0, 2)
     p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
 
-    async def run() -> Tuple[Any, Any, List[Tuple[int, int]]]:
+    async def run() -> Tuple[Any, Any, List[Tuple[int, int]], List[Any]]:
         c = OrderedAIOKafkaConsumer(**consumer_config)
         async with c:
+            fetcher = c.consumer._fetcher
+            resolved: List[Any] = []
+            resolve = fetcher._update_fetch_positions
+
+            async def spy(assignment: Any, node_id: int, tps: List[Any]) -> Any:
+                resolved.extend(tps)
+                return await resolve(assignment, node_id, tps)
+
+            fetcher._update_fetch_positions = spy
             c.assign([p0, p1])
             c.seek(p1, start)
             c.resume(p1)
@@ -592,12 +601,50 @@ def test_assign_is_aiokafkas_and_a_seek_before_the_first_getmany_wins(
             while not any(q == 1 for q, _ in got) and time.monotonic() < deadline:
                 for tp, recs in (await c.getmany(timeout_ms=100)).items():
                     got += [(tp.partition, r.offset) for r in recs]
-            return before, c.paused(), got
+            return before, c.paused(), got, resolved
 
-    before, after, got = asyncio.run(run())
+    before, after, got, resolved = asyncio.run(run())
+    assert resolved == [], "the client's fetcher resolved a position itself (a read and a backoff before fetching)"
     assert before == ({p0, p1}, set()), "held paused in the client, not as the application's pause"
     assert after == set()
     first = {q: next(o for p, o in got if p == q) for q in (0, 1)}
     assert first == {0: 2, 1: start}, got
     assert {o for p, o in got[:got.index((1, start))] if p == 0} >= set(range(2, wait)), \
         "partition 1 was delivered before its gate's wait on partition 0"
+
+
+def test_assign_leaves_a_partition_without_commit_or_layout_to_aiokafkas_reset(
+        topic: str, bootstrap: str, consumer_config: Dict[str, Any]) -> None:
+    """A partition of a topic no layout manages, without a commit: it starts
+    where aiokafka's ``auto_offset_reset`` says (``earliest`` here), and
+    with ``none`` every ``getmany`` raises aiokafka's
+    ``NoOffsetForPartitionError`` and nothing is fetched."""
+    from confluent_kafka import Producer
+
+    from ..conftest import create_plain_topic
+
+    create_plain_topic(bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(3):
+        p.produce(topic, b"v%d" % i, b"k")
+    assert p.flush(10) == 0
+    tp = TopicPartition(topic, 0)
+
+    async def run(reset: str) -> Tuple[List[int], List[BaseException]]:
+        c = OrderedAIOKafkaConsumer(**{**consumer_config, "group_id": f"{consumer_config['group_id']}-{reset}",
+                                       "auto_offset_reset": reset})
+        got: List[int] = []
+        raised: List[BaseException] = []
+        async with c:
+            c.assign([tp])
+            deadline = time.monotonic() + (1.5 if reset == "none" else 15)
+            while len(got) < 3 and time.monotonic() < deadline:
+                try:
+                    got += [r.offset for r in (await c.getmany(timeout_ms=100)).get(tp, [])]
+                except NoOffsetForPartitionError as e:
+                    raised.append(e)
+        return got, raised
+
+    assert asyncio.run(run("earliest")) == ([0, 1, 2], [])
+    got, raised = asyncio.run(run("none"))
+    assert got == [] and len(raised) >= 2, (got, raised)
