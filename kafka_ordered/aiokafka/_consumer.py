@@ -19,7 +19,7 @@ from .. import _log
 from .._fastpath import admits_runs, calm_rest, calm_wait
 from .._gating import GatingCore, GatingOptions, PollCycle
 from .._grouped import needs_catch_up, released_in_hand, serialized_bytes, take
-from .._ports import TP, OffsetsPort, Pending
+from .._ports import TP, Later, Pending
 from ..config import (
     CONSUMER_OPTIONS, KAFKA_PYTHON_OPTIONS, dotted, kafka_python_connection_config, metrics_client_id, split_config,
     truthy,
@@ -127,13 +127,10 @@ class _ConsumerPort:
     """:class:`~kafka_ordered._ports.ConsumerPort` over an ``AIOKafkaConsumer``
     (called on the bridge's worker; each client call runs on the loop)."""
 
-    def __init__(self, consumer: AIOKafkaConsumer, bridge: LoopBridge, timeout: float, group: str) -> None:
+    def __init__(self, consumer: AIOKafkaConsumer, bridge: LoopBridge, timeout: float) -> None:
         self.consumer = consumer
         self.bridge = bridge
         self.timeout = timeout
-        self.group = group
-        #: The process's offset reader, once the consumer started (see ``start``).
-        self.reader: Optional[OffsetsPort] = None
         #: Positions read on the loop right before a hop to the worker
         #: (:meth:`snapshot`), served by :meth:`positions` until this port
         #: pauses, resumes or seeks: no round trip back to the loop for them.
@@ -195,9 +192,20 @@ class _ConsumerPort:
         self.bridge.call(self.consumer._client.force_metadata_update)
 
     def committed_later(self, tps: List[TP], timeout: float) -> Pending[Dict[TP, int]]:
-        if self.reader is None:
-            raise RuntimeError("the consumer's layout-log resources are not open")
-        return self.reader.group_commits(self.group, tps, timeout)
+        # aiokafka's own coordinator reads them (on the loop): no client of
+        # their own for the group, as the librdkafka adapters need.
+        return Later(self.bridge.spawn(self.read_commits, tps, timeout))
+
+    async def read_commits(self, tps: List[TP], timeout: Optional[float]) -> Dict[TP, int]:
+        """The group's commits of ``tps`` (partitions without one left out),
+        read on the loop by aiokafka's coordinator within ``timeout``
+        seconds (``None``: its own retries decide); raises a
+        :class:`~kafka_ordered.errors.KafkaOrderedError`."""
+        try:
+            return _commits(await asyncio.wait_for(
+                self.consumer._coordinator.fetch_committed_offsets(self.partitions(tps)), timeout))
+        except (KafkaError, TimeoutError) as e:
+            raise translate(e, "reading committed offsets") from e
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         if asynchronous:
@@ -309,7 +317,7 @@ class OrderedAIOKafkaConsumer:
         self._consumer = AIOKafkaConsumer(**conf)
         self._shared: Optional[_log.Shared] = None
         self._core_: Optional[GatingCore] = None
-        self._port = _ConsumerPort(self._consumer, self._bridge, self._options.timeout, self._group_id)
+        self._port = _ConsumerPort(self._consumer, self._bridge, self._options.timeout)
         self._closed = False
         #: A read that started an assignment failed for good: raised out of
         #: the next getmany (aiokafka only logs a listener's error).
@@ -345,7 +353,6 @@ class OrderedAIOKafkaConsumer:
             self._bridge.close()
             raise
         self._shared = shared
-        self._port.reader = shared.offsets
         core = GatingCore(self._port, shared.follower, shared.offsets, self._options)
         # Holds in hand: a split replay is not paused and sought back at
         # every gate (aiokafka drops what it prefetched of a paused partition).
@@ -382,7 +389,6 @@ class OrderedAIOKafkaConsumer:
     async def _release(self) -> None:
         core, shared = self._core_, self._shared
         self._core_ = self._shared = None
-        self._port.reader = None
         await self._bridge.release(core, shared)
 
     async def __aenter__(self) -> "OrderedAIOKafkaConsumer":
@@ -427,7 +433,7 @@ class OrderedAIOKafkaConsumer:
         keys = [(tp.topic, tp.partition) for tp in parts]
         try:
             # aiokafka's coordinator tries a retriable failure again itself.
-            committed = await self._committed_of(parts, None)
+            committed = await self._port.read_commits(keys, None)
             starts = await self._bridge.run(self._core.assigned, keys, committed)
         except BaseException as e:
             # aiokafka logs the listener's error and fetches them ungated.
@@ -440,17 +446,6 @@ class OrderedAIOKafkaConsumer:
             if off is not None:
                 self._consumer.seek(tp, off)
         await self._bridge.run(self._core.unpause_assigned, keys)
-
-    async def _committed_of(self, parts: List[TopicPartition], timeout: Optional[float]) -> Dict[TP, int]:
-        """The group's commits of ``parts`` (partitions without one left
-        out), read on the loop by aiokafka's coordinator within ``timeout``
-        seconds (``None``: its own retries decide); raises a
-        :class:`~kafka_ordered.errors.KafkaOrderedError`."""
-        try:
-            return _commits(await asyncio.wait_for(self._consumer._coordinator.fetch_committed_offsets(parts),
-                                                   timeout))
-        except (KafkaError, TimeoutError) as e:
-            raise translate(e, "reading committed offsets") from e
 
     async def _on_revoked(self, revoked: Any) -> None:
         core = self._core_
@@ -556,7 +551,7 @@ class OrderedAIOKafkaConsumer:
         keys = list(unstarted)
         sought = {tp: off for tp, off in unstarted.items() if off is not None}
         rest = [tp for tp, off in unstarted.items() if off is None]
-        committed = await self._committed_of(self._port.partitions(rest), self._options.timeout) if rest else {}
+        committed = await self._port.read_commits(rest, self._options.timeout) if rest else {}
         if unstarted is not self._unstarted:
             return  # assign()ed again meanwhile: _started starts that one
         starts = await self._bridge.run(core.assigned, rest, committed) if rest else {}

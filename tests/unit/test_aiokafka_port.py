@@ -62,7 +62,7 @@ class _Bridge:
 def _port() -> Tuple[_ConsumerPort, _Consumer, _Bridge]:
     consumer = _Consumer({TopicPartition("t", 0): 5, TopicPartition("t", 1): None, TopicPartition("t", 2): 9})
     bridge = _Bridge()
-    return _ConsumerPort(consumer, bridge, 1.0, "g"), consumer, bridge  # type: ignore[arg-type]
+    return _ConsumerPort(consumer, bridge, 1.0), consumer, bridge  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("move", ["seek", "pause", "resume"])
