@@ -536,40 +536,47 @@ class OrderedAIOKafkaConsumer:
             await self._start_assigned()
 
     async def _start_assigned(self) -> None:
-        """Start the partitions :meth:`assign` left unstarted: those the
-        application sought at their offsets (:meth:`GatingCore.assigned_at`),
-        the others where :meth:`GatingCore.assigned` resolves them from the
-        group's commits (those it leaves to the client: aiokafka's
-        ``auto_offset_reset``); then resume them (except those the
-        application paused). Raises a
+        """Start the partitions :meth:`assign` left unstarted, and resume
+        them (except those the application paused): first those the
+        application sought, at their offsets (:meth:`GatingCore.assigned_at`),
+        then the others where :meth:`GatingCore.assigned` resolves them from
+        the group's commits (those it leaves to the client: aiokafka's
+        ``auto_offset_reset``). Raises a
         :class:`~kafka_ordered.errors.KafkaOrderedError` when the commits
         cannot be read, and aiokafka's ``NoOffsetForPartitionError`` where
         its reset policy is ``none``: the partitions then stay paused and
         unstarted, and the next call tries again."""
         unstarted = self._unstarted
         core = self._core
-        keys = list(unstarted)
         sought = {tp: off for tp, off in unstarted.items() if off is not None}
-        rest = [tp for tp, off in unstarted.items() if off is None]
-        committed = await self._port.read_commits(rest, self._options.timeout) if rest else {}
-        if unstarted is not self._unstarted:
-            return  # assign()ed again meanwhile: _started starts that one
-        starts = await self._bridge.run(core.assigned, rest, committed) if rest else {}
         if sought:
+            # First: they need no read, and are fetched while the others' commits are.
             await self._step(self._bridge.idle(), core.assigned_at, sought)
-        try:
-            if unstarted is self._unstarted:
-                for key, off in starts.items():
-                    self._consumer.seek(TopicPartition(*key), off)
-                await self._client_reset([tp for tp in rest if tp not in starts])
-        except BaseException:
-            self._abandon(keys)
-            raise
-        if unstarted is not self._unstarted:
-            self._abandon(keys)
-            return
+            if unstarted is not self._unstarted:
+                self._abandon(list(sought))
+                return
+            for tp in sought:
+                del unstarted[tp]
+            core.unpause_assigned(list(sought))
+        rest = list(unstarted)
+        if rest:
+            committed = await self._port.read_commits(rest, self._options.timeout)
+            if unstarted is not self._unstarted:
+                return  # assign()ed again meanwhile: _started starts that one
+            starts = await self._bridge.run(core.assigned, rest, committed)
+            try:
+                if unstarted is self._unstarted:
+                    for key, off in starts.items():
+                        self._consumer.seek(TopicPartition(*key), off)
+                    await self._client_reset([tp for tp in rest if tp not in starts])
+            except BaseException:
+                self._abandon(rest)
+                raise
+            if unstarted is not self._unstarted:
+                self._abandon(rest)
+                return
+            core.unpause_assigned(rest)
         self._unstarted = {}
-        core.unpause_assigned(keys)
 
     async def _client_reset(self, keys: List[TP]) -> None:
         """aiokafka's own ``auto_offset_reset`` for ``keys`` (no commit, no
