@@ -514,6 +514,28 @@ class Unanswered:
         return self.value
 
 
+class Announced(PartitionKeyRebalanceListener):
+    """A key listener that notes the partitions announced maybe revoked."""
+
+    def __init__(self) -> None:
+        self.revoked: List[Any] = []
+
+    def on_partition_key_maybe_revoked(self, partitions: Any) -> None:
+        self.revoked.append(tuple(partitions))
+
+    def on_partition_key_assigned(self, partitions: Any) -> None:
+        pass
+
+
+def _reading_core() -> Tuple[GatingCore, FakePort, Unanswered]:
+    """:func:`_in_hand_core` whose read of the group's commits answers when
+    the test says so."""
+    core, port = _in_hand_core()
+    read = Unanswered()
+    port.committed_later = lambda tps, timeout: read  # type: ignore[assignment,method-assign]
+    return core, port, read
+
+
 def test_a_gate_on_a_source_this_member_processed_opens_before_the_groups_commit_is_read() -> None:
     """Partitions assigned at explicit offsets: the group's commit of an owned
     source is read (never waited for) only to tell which of its hand-off
@@ -522,18 +544,8 @@ def test_a_gate_on_a_source_this_member_processed_opens_before_the_groups_commit
     history would otherwise hold them until the read answers, tens of
     milliseconds on a fresh client); the crossing of the wait is announced
     once the read answers, and only if the group had not passed it."""
-    core, port = _in_hand_core()
-    read = Unanswered()
-    port.committed_later = lambda tps, timeout: read  # type: ignore[assignment,method-assign]
-    announced: List[Any] = []
-
-    class L:
-        def on_partition_key_maybe_revoked(self, tps: Any) -> None:
-            announced.append(tuple(tps))
-
-        def on_partition_key_assigned(self, tps: Any) -> None:
-            pass
-
+    core, port, read = _reading_core()
+    keys = Announced()
     tp = (TOPIC, 1)
     port.position[tp] = 8
     assert core.admit_run(tp, 8, lambda i: i) == 5
@@ -542,23 +554,20 @@ def test_a_gate_on_a_source_this_member_processed_opens_before_the_groups_commit
     assert core.parts.commit_unknown and core.in_hand(tp)
     _process_the_source(core, port)
     assert tp not in core.held(), "this member processed the source: the gate opened"
-    assert announced == [] and core.parts.commit_unknown, "the crossing waits for the group's commit"
+    assert keys.revoked == [] and core.parts.commit_unknown, "the crossing waits for the group's commit"
     core.handed(tp, 3)
     core.settle()
     assert core.calm.quiet and core.calm.until <= core._starts_read.due, "the calm ends to look for the answer"
-    core.listener = L()  # type: ignore[assignment]
+    core.listener = keys
     read.value = {}  # the group had committed nothing
     core.begin_poll()
-    assert announced == [((TOPIC, 0),)] and not core.parts.commit_unknown
-    other, port = _in_hand_core()
-    read = Unanswered()
-    port.committed_later = lambda tps, timeout: read  # type: ignore[assignment,method-assign]
-    other.listener = L()  # type: ignore[assignment]
-    announced.clear()
+    assert keys.revoked == [((TOPIC, 0),)] and not core.parts.commit_unknown
+    other, port, read = _reading_core()
+    other.listener = keys = Announced()
     _process_the_source(other, port)
     read.value = {(TOPIC, 0): 10}  # an earlier member passed the wait: nothing to announce
     other.begin_poll()
-    assert announced == [] and other.keeper.waited_on() == frozenset()
+    assert keys.revoked == [] and other.keeper.waited_on() == frozenset()
 
 
 def test_a_commit_of_this_member_while_the_groups_commit_is_read_hides_no_crossing() -> None:
@@ -567,26 +576,16 @@ def test_a_commit_of_this_member_while_the_groups_commit_is_read_hides_no_crossi
     member processed meanwhile is not the group's earlier commit. The
     crossing of a hand-off wait it covers is still announced when the read
     answers that no earlier member passed the wait."""
-    core, port = _in_hand_core()
-    read = Unanswered()
-    port.committed_later = lambda tps, timeout: read  # type: ignore[assignment,method-assign]
-    announced: List[Any] = []
-
-    class L:
-        def on_partition_key_maybe_revoked(self, tps: Any) -> None:
-            announced.append(tuple(tps))
-
-        def on_partition_key_assigned(self, tps: Any) -> None:
-            pass
-
-    core.listener = L()  # type: ignore[assignment]
+    core, port, read = _reading_core()
+    keys = Announced()
+    core.listener = keys
     _process_the_source(core, port)
-    assert announced == [] and core.parts.commit_unknown
+    assert keys.revoked == [] and core.parts.commit_unknown
     core.commit_processed(asynchronous=False)  # as an auto-commit would, before the read answers
     assert port.commits[(TOPIC, 0)] == 10
     read.value = {}  # the group had committed nothing: this member crossed the wait
     core.begin_poll()
-    assert announced == [((TOPIC, 0),)] and not core.parts.commit_unknown
+    assert keys.revoked == [((TOPIC, 0),)] and not core.parts.commit_unknown
     assert core.keeper.waited_on() == frozenset(), "announced and committed: nothing more to hand off"
 
 
