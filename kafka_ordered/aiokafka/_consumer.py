@@ -123,6 +123,11 @@ def _commits(res: Mapping[TopicPartition, Any]) -> Dict[TP, int]:
     return {(tp.topic, tp.partition): om.offset for tp, om in res.items() if om is not None and om.offset >= 0}
 
 
+def _revoke_owned(core: GatingCore) -> None:
+    """Forget every partition ``core`` owns (an assignment replaced them)."""
+    core.revoked(sorted(core.owned))
+
+
 class _ConsumerPort:
     """:class:`~kafka_ordered._ports.ConsumerPort` over an ``AIOKafkaConsumer``
     (called on the bridge's worker; each client call runs on the loop)."""
@@ -204,7 +209,7 @@ class _ConsumerPort:
         try:
             return _commits(await asyncio.wait_for(
                 self.consumer._coordinator.fetch_committed_offsets(self.partitions(tps)), timeout))
-        except (KafkaError, TimeoutError) as e:
+        except (KafkaError, asyncio.TimeoutError, TimeoutError) as e:
             raise translate(e, "reading committed offsets") from e
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
@@ -328,6 +333,12 @@ class OrderedAIOKafkaConsumer:
         #: in the client), each with the offset the application sought it to
         #: since (``None``: not sought); see :meth:`_start_assigned`.
         self._unstarted: Dict[TP, Optional[int]] = {}
+        #: :meth:`assign` replaced the assignment: what the core owns goes first.
+        self._revoke_all = False
+        #: Counts assignments: a start of an earlier one gives up.
+        self._generation = 0
+        #: The start running now (one at a time; callers wait on it shielded).
+        self._starting: Optional["asyncio.Future[None]"] = None
         if topics:
             self.subscribe(list(topics))
 
@@ -373,6 +384,8 @@ class OrderedAIOKafkaConsumer:
         if self._closed:
             return
         self._closed = True
+        if self._starting is not None:
+            self._starting.cancel()
         try:
             if self._core_ is not None and self._options.auto_commit:
                 offsets = await self._bridge.run(self._core_.uncommitted)
@@ -487,6 +500,8 @@ class OrderedAIOKafkaConsumer:
         partition goes (commit first with :meth:`commit` to keep progress)."""
         self._core.revoked(list(self._core.owned))
         self._unstarted = {}
+        self._revoke_all = False
+        self._generation += 1
         self._consumer.unsubscribe()
         self._subscribed = set()
         self._core.subscribed = set()
@@ -498,85 +513,135 @@ class OrderedAIOKafkaConsumer:
     def assign(self, partitions: List[TopicPartition], *,
                key_listener: Optional[PartitionKeyRebalanceListener] = None) -> None:
         """``AIOKafkaConsumer.assign``: manual assignment (no group
-        rebalancing), replacing the previous one as aiokafka's does (every
-        partition starts anew); gates still apply. ``key_listener`` as for
-        :meth:`subscribe`.
+        rebalancing), replacing the previous one as aiokafka's does: every
+        partition starts anew (progress not committed is fetched again; the
+        application's own pauses are kept, see :meth:`pause`); gates still
+        apply. ``key_listener`` as for :meth:`subscribe`.
 
-        Where each partition starts is decided when the next
-        :meth:`getmany`, :meth:`getone`, :meth:`position` or ``seek_to_*``
-        begins: the offset a :meth:`seek` chose since, else the group's
-        committed offset, else the layout-aware start
+        Where each partition starts is decided by the next :meth:`getmany`
+        (which waits for that at most its ``timeout_ms``; the start goes on
+        meanwhile), :meth:`getone`, :meth:`position` or ``seek_to_*``: the
+        offset a :meth:`seek` chose since, else the group's committed
+        offset, else the layout-aware start
         (:func:`kafka_ordered.gates.start_position`), else aiokafka's
         ``auto_offset_reset``. Until then the client keeps the partitions
         paused, so nothing of them is fetched before that decision; an
         application that seeks every partition right away starts without
         reading the group's commits first, as with aiokafka. Raises
-        :class:`~kafka_ordered.errors.ConfigError` before :meth:`start`."""
-        core = self._core
+        :class:`~kafka_ordered.errors.ConfigError` before :meth:`start`,
+        and what aiokafka's ``assign`` raises (then nothing changed)."""
+        _ = self._core  # (before start(): ConfigError)
+        if key_listener is not None and not isinstance(key_listener, PartitionKeyRebalanceListener):
+            raise TypeError("key_listener must be a PartitionKeyRebalanceListener")
+        self._consumer.assign(list(partitions))
         if key_listener is not None:
-            if not isinstance(key_listener, PartitionKeyRebalanceListener):
-                raise TypeError("key_listener must be a PartitionKeyRebalanceListener")
             self._key_listener = key_listener
             self._apply_listener()
-        if core.owned:
-            core.revoked(sorted(core.owned))
-        self._consumer.assign(list(partitions))
         self._consumer.pause(*partitions)
         for tp in partitions:
             # A position, never fetched while paused: without one the client's
             # fetcher resolves its own (a read of the commits, a retry
             # backoff), fetching nothing from that leader meanwhile.
             self._consumer.seek(tp, 0)
+        self._generation += 1
+        self._revoke_all = True
         self._unstarted = dict.fromkeys(sorted({(tp.topic, tp.partition) for tp in partitions}))
 
-    async def _started(self) -> None:
-        """Start what :meth:`assign` gave (also an assignment made while
-        the start of the one before was under way)."""
-        while self._unstarted:
-            await self._start_assigned()
+    async def _started(self, timeout: Optional[float] = None) -> None:
+        """Start what :meth:`assign` gave, waiting at most ``timeout``
+        seconds (``None``: until it is done); the start goes on meanwhile,
+        also when the caller is cancelled. One start runs at a time, and an
+        assignment made during one is started after it. A start that fails
+        leaves its error for :meth:`_raise_start_error`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._unstarted or self._revoke_all:
+            task = self._starting
+            if task is None:
+                task = self._starting = asyncio.ensure_future(self._start_assigned())
+                task.add_done_callback(self._start_done)
+            left = None if deadline is None else deadline - time.monotonic()
+            try:
+                await asyncio.wait_for(asyncio.shield(task), left)
+            except (asyncio.TimeoutError, TimeoutError):
+                return
+            except asyncio.CancelledError:
+                if task.cancelled() and self._closed:  # stop() ended the start
+                    raise ConsumerStoppedError() from None
+                raise
+            except Exception:
+                return  # kept by _start_done
+            if task.exception() is not None:
+                return
+
+    def _start_done(self, task: "asyncio.Future[None]") -> None:
+        if self._starting is task:
+            self._starting = None
+        if not task.cancelled() and task.exception() is not None:
+            self._start_error = task.exception()
+
+    def _raise_start_error(self) -> None:
+        """Raise, once, the error of a start that failed."""
+        if self._start_error is not None:
+            error, self._start_error = self._start_error, None
+            raise error
 
     async def _start_assigned(self) -> None:
-        """Start the partitions :meth:`assign` left unstarted, and resume
-        them (except those the application paused): first those the
-        application sought, at their offsets (:meth:`GatingCore.assigned_at`),
-        then the others where :meth:`GatingCore.assigned` resolves them from
-        the group's commits (those it leaves to the client: aiokafka's
-        ``auto_offset_reset``). Raises a
+        """One start of what :meth:`assign` gave (see there): the core drops
+        what it owned, then the partitions the application sought start at
+        their offsets (:meth:`GatingCore.assigned_at`) and are resumed
+        (except those the application paused), then the others where
+        :meth:`GatingCore.assigned` resolves them from the group's commits
+        (those it leaves to the client: aiokafka's ``auto_offset_reset``).
+        Every core call runs on the worker unless it is idle. Seeks the
+        application makes meanwhile win. Raises a
         :class:`~kafka_ordered.errors.KafkaOrderedError` when the commits
         cannot be read, and aiokafka's ``NoOffsetForPartitionError`` where
-        its reset policy is ``none``: the partitions then stay paused and
-        unstarted, and the next call tries again."""
-        unstarted = self._unstarted
+        its reset policy is ``none``: those partitions then stay paused and
+        unstarted, and the next call starts them again. An assignment made
+        meanwhile ends it (what it started goes from the core again)."""
+        gen = self._generation
         core = self._core
+        if self._revoke_all:
+            self._revoke_all = False
+            await self._step(self._bridge.idle(), _revoke_owned, core)
+        unstarted = self._unstarted
         sought = {tp: off for tp, off in unstarted.items() if off is not None}
         if sought:
-            # First: they need no read, and are fetched while the others' commits are.
             await self._step(self._bridge.idle(), core.assigned_at, sought)
-            if unstarted is not self._unstarted:
-                self._abandon(list(sought))
+            if gen != self._generation:
+                await self._bridge.run(core.revoked, list(sought))
                 return
-            for tp in sought:
-                del unstarted[tp]
-            core.unpause_assigned(list(sought))
-        rest = list(unstarted)
-        if rest:
-            committed = await self._port.read_commits(rest, self._options.timeout)
-            if unstarted is not self._unstarted:
-                return  # assign()ed again meanwhile: _started starts that one
-            starts = await self._bridge.run(core.assigned, rest, committed)
-            try:
-                if unstarted is self._unstarted:
-                    for key, off in starts.items():
+            for tp, off in sought.items():
+                now = unstarted.pop(tp)
+                if now != off:  # sought again meanwhile
+                    await self._step(self._bridge.idle(), core.seeked, tp, now)
+            await self._step(self._bridge.idle(), core.unpause_assigned, list(sought))
+        rest = [tp for tp, off in unstarted.items() if off is None]
+        if not rest:
+            return
+        committed = await self._port.read_commits(rest, self._options.timeout)
+        if gen != self._generation:
+            return
+        starts = await self._bridge.run(core.assigned, rest, committed)
+        late: Dict[TP, int] = {}
+        try:
+            if gen == self._generation:
+                late = {tp: at for tp in rest if (at := unstarted.get(tp)) is not None}
+                for key, off in starts.items():
+                    if key not in late:
                         self._consumer.seek(TopicPartition(*key), off)
-                    await self._client_reset([tp for tp in rest if tp not in starts])
-            except BaseException:
-                self._abandon(rest)
-                raise
-            if unstarted is not self._unstarted:
-                self._abandon(rest)
-                return
-            core.unpause_assigned(rest)
-        self._unstarted = {}
+                await self._client_reset([tp for tp in rest if tp not in starts and tp not in late])
+        except BaseException:
+            await asyncio.shield(self._bridge.run(core.revoked, rest))
+            raise
+        if gen != self._generation:
+            await self._bridge.run(core.revoked, rest)
+            return
+        for tp, off in late.items():
+            await self._step(self._bridge.idle(), core.seeked, tp, off)
+        for tp in rest:
+            del unstarted[tp]
+        await self._step(self._bridge.idle(), core.unpause_assigned, rest)
 
     async def _client_reset(self, keys: List[TP]) -> None:
         """aiokafka's own ``auto_offset_reset`` for ``keys`` (no commit, no
@@ -593,12 +658,6 @@ class OrderedAIOKafkaConsumer:
         else:
             raise NoOffsetForPartitionError(parts[0])
 
-    def _abandon(self, keys: List[TP]) -> None:
-        """A start that did not finish: the core forgets ``keys``; what
-        :meth:`assign` gave stays paused in the client (a revoke may resume)."""
-        self._core.revoked(keys)
-        self._consumer.pause(*self._port.partitions(list(self._unstarted)))
-
     def assignment(self) -> Set[TopicPartition]:
         """``AIOKafkaConsumer.assignment``: every assigned partition, including
         those held at a gate."""
@@ -613,18 +672,16 @@ class OrderedAIOKafkaConsumer:
         of the group's commits that failed for good when partitions were
         assigned (a :class:`~kafka_ordered.errors.KafkaOrderedError`); those
         partitions stay paused, never fetched ungated, until the next
-        rebalance. Starts the partitions :meth:`assign` gave first (see
-        there); a failed read of the group's commits for them is raised
-        each time, and they stay paused."""
+        rebalance. Starts the partitions :meth:`assign` gave first, waiting
+        for that at most ``timeout_ms`` (see there); a start that failed is
+        raised once, and its partitions stay paused until the next one."""
         if self._closed:
             raise ConsumerStoppedError()
         if timeout_ms < 0:
             raise ValueError("timeout_ms must not be negative")
-        if self._start_error is not None:
-            error, self._start_error = self._start_error, None
-            raise error
-        if self._unstarted:
-            await self._started()
+        if self._unstarted or self._revoke_all:
+            await self._started(timeout_ms / 1000.0)
+        self._raise_start_error()
         core = self._core
         calm = core.calm
         if calm.quiet:
@@ -760,8 +817,9 @@ class OrderedAIOKafkaConsumer:
     async def position(self, partition: TopicPartition) -> int:
         """Position after the records returned so far (held records do not
         count); partitions :meth:`assign` gave are started first."""
-        if self._unstarted:
+        if self._unstarted or self._revoke_all:
             await self._started()
+            self._raise_start_error()
         key = (partition.topic, partition.partition)
         known = await self._bridge.run(self._core.positions, [key])
         if key in known:
@@ -782,23 +840,26 @@ class OrderedAIOKafkaConsumer:
     async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """``AIOKafkaConsumer.seek_to_beginning`` (all assigned partitions when
         none are given); the reset position counts as processed once known."""
-        if self._unstarted:
+        if self._unstarted or self._revoke_all:
             await self._started()
+            self._raise_start_error()
         await self._consumer.seek_to_beginning(*partitions)
         self._reset_positions(partitions)
 
     async def seek_to_end(self, *partitions: TopicPartition) -> None:
         """``AIOKafkaConsumer.seek_to_end`` (all assigned partitions when none
         are given); the reset position counts as processed once known."""
-        if self._unstarted:
+        if self._unstarted or self._revoke_all:
             await self._started()
+            self._raise_start_error()
         await self._consumer.seek_to_end(*partitions)
         self._reset_positions(partitions)
 
     async def seek_to_committed(self, *partitions: TopicPartition) -> Dict[TopicPartition, Optional[int]]:
         """``AIOKafkaConsumer.seek_to_committed``; the positions count as processed."""
-        if self._unstarted:
+        if self._unstarted or self._revoke_all:
             await self._started()
+            self._raise_start_error()
         result = await self._consumer.seek_to_committed(*partitions)
         for tp, off in result.items():
             self._core.seeked((tp.topic, tp.partition), -1 if off is None else off)

@@ -128,7 +128,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Deque, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
-from .._fastpath import admits_runs, replace_headers
+from .._fastpath import admits_runs, calm_wait, replace_headers
 from .._freshness import SkippableStep
 from .._gating import GatingCore, GatingOptions
 from .._grouped import from_hand, released_in_hand, take
@@ -1037,8 +1037,9 @@ class Simulation:
         the calm check (:func:`~kafka_ordered._fastpath.admits_runs`)
         admits before the calm's deadline is delivered untouched, any other
         is decided by ``take`` after ``fetched_late`` (an empty one past the
-        deadline runs ``idle``; a held partition's poll past it takes the
-        full path). Otherwise the shipped core's cycle
+        deadline runs ``idle``; while partitions are held, a poll past it
+        takes the full path, see :func:`~kafka_ordered._fastpath.calm_wait`).
+        Otherwise the shipped core's cycle
         (:meth:`~kafka_ordered._gating.GatingCore.poll_cycle`, the fetch
         decided by ``take``) over the records in hand of released
         partitions first, else such a fetch. What the core delivers goes to
@@ -1047,9 +1048,9 @@ class Simulation:
         Returns how many offsets the member's processed positions moved."""
         core, client = m.core, m.client
         calm = core.calm
-        # Nothing of a held partition comes during the calm: past its end the
-        # rest of the poll's wait takes the full path (as the adapters' polls do).
-        quiet = calm.quiet and not (p in client.paused and self._clock() >= calm.until)
+        # While partitions are held, a calm fetch waits no longer than the
+        # calm lasts: past its end the poll takes the full path (calm_wait).
+        quiet = calm.quiet and calm_wait(calm, 0.0, self._clock()) is not None
         # (A catch-up owed by an assignment or a seek may be made when the cycle begins.)
         jump = (TOPIC, p) not in core.freshness.expected or bool(core.freshness.sought)
         synced, caught = m.view.synced, m.view.caught_up

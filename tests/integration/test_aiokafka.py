@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("aiokafka")
 
 from aiokafka import AIOKafkaConsumer  # noqa: E402
-from aiokafka.errors import IllegalOperation, NoOffsetForPartitionError  # noqa: E402
+from aiokafka.errors import IllegalOperation, IllegalStateError, NoOffsetForPartitionError  # noqa: E402
 from aiokafka.structs import TopicPartition  # noqa: E402
 
 from kafka_ordered import ConfigError, OrderedConsumer, OrderedProducer, PartitionOverrideError  # noqa: E402
@@ -651,3 +651,60 @@ def test_assign_leaves_a_partition_without_commit_or_layout_to_aiokafkas_reset(
     assert asyncio.run(run("earliest")) == ([0, 1, 2], [])
     got, raised = asyncio.run(run("none"))
     assert got == [] and len(raised) >= 2, (got, raised)
+
+
+def test_one_start_per_assignment_whatever_calls_or_cancels_meanwhile(
+        layout_admin: LayoutAdmin, topic: str, bootstrap: str, opts: Dict[str, Any],
+        consumer_config: Dict[str, Any], closing: Callable[[Any], Any]) -> None:
+    """The start of an assignment runs once, whoever asks for it: two
+    ``position`` calls at once both get the group's commit; a ``getmany``
+    cancelled while the group's commits are read does not end it; a
+    ``seek`` made while they are read wins over them. ``assign`` on a
+    subscribed consumer is refused by aiokafka and changes nothing."""
+    one_split(layout_admin, closing(OrderedProducer({"bootstrap.servers": bootstrap, **opts})), topic)
+    group = consumer_config["group_id"]
+    commit_as_group(bootstrap, group, topic, 0, 2)
+    p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+
+    async def run() -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        c = OrderedAIOKafkaConsumer(**consumer_config)
+        async with c:
+            read = c._port.read_commits
+            reads: List[Any] = []
+
+            async def slow(tps: Any, timeout: Any) -> Any:
+                reads.append(sorted(tps))
+                await asyncio.sleep(0.3)
+                return await read(tps, timeout)
+
+            c._port.read_commits = slow  # type: ignore[method-assign]
+            c.assign([p0, p1])
+            out["positions"] = await asyncio.gather(c.position(p0), c.position(p1))
+            out["owned"] = sorted(c._core.owned)
+            out["reads"] = list(reads)
+            c.assign([p0])
+            cancelled = asyncio.ensure_future(c.getmany(timeout_ms=5000))
+            await asyncio.sleep(0.1)
+            cancelled.cancel()
+            c.seek(p0, 4)  # while the group's commit is read
+            got: List[int] = []
+            deadline = time.monotonic() + 10
+            while not got and time.monotonic() < deadline:
+                got = [r.offset for r in (await c.getmany(timeout_ms=200)).get(p0, [])]
+            out["first"] = got[:1]
+            out["owned_after"] = sorted(c._core.owned)
+        s = OrderedAIOKafkaConsumer(**{**consumer_config, "group_id": f"{group}-s"})
+        async with s:
+            s.subscribe([topic])
+            with pytest.raises(IllegalStateError):
+                s.assign([p0])
+            out["subscribed_listener"] = s._consumer._subscription.subscription is not None
+        return out
+
+    out = asyncio.run(run())
+    assert out["positions"] == [2, 0] and out["owned"] == [(topic, 0), (topic, 1)], out
+    assert out["reads"] == [[(topic, 0), (topic, 1)]], "one start: the group's commits were read once"
+    assert out["first"] == [4], "the seek made while the commits were read won"
+    assert out["owned_after"] == [(topic, 0)]
+    assert out["subscribed_listener"]
