@@ -570,14 +570,19 @@ class OrderedAIOKafkaConsumer:
                 raise
             except Exception:
                 return  # kept by _start_done
-            if task.exception() is not None:
-                return
 
     def _start_done(self, task: "asyncio.Future[None]") -> None:
         if self._starting is task:
             self._starting = None
         if not task.cancelled() and task.exception() is not None:
             self._start_error = task.exception()
+
+    async def _assignment_started(self) -> None:
+        """Before a call that needs the partitions :meth:`assign` gave
+        started: start them and wait; raise, once, what a failed start raised."""
+        if self._unstarted or self._revoke_all:
+            await self._started()
+            self._raise_start_error()
 
     def _raise_start_error(self) -> None:
         """Raise, once, the error of a start that failed."""
@@ -817,9 +822,7 @@ class OrderedAIOKafkaConsumer:
     async def position(self, partition: TopicPartition) -> int:
         """Position after the records returned so far (held records do not
         count); partitions :meth:`assign` gave are started first."""
-        if self._unstarted or self._revoke_all:
-            await self._started()
-            self._raise_start_error()
+        await self._assignment_started()
         key = (partition.topic, partition.partition)
         known = await self._bridge.run(self._core.positions, [key])
         if key in known:
@@ -835,31 +838,25 @@ class OrderedAIOKafkaConsumer:
         if key in self._unstarted:
             self._unstarted[key] = offset
             return
-        self._core.seeked((partition.topic, partition.partition), offset)
+        self._core.seeked(key, offset)
 
     async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """``AIOKafkaConsumer.seek_to_beginning`` (all assigned partitions when
         none are given); the reset position counts as processed once known."""
-        if self._unstarted or self._revoke_all:
-            await self._started()
-            self._raise_start_error()
+        await self._assignment_started()
         await self._consumer.seek_to_beginning(*partitions)
         self._reset_positions(partitions)
 
     async def seek_to_end(self, *partitions: TopicPartition) -> None:
         """``AIOKafkaConsumer.seek_to_end`` (all assigned partitions when none
         are given); the reset position counts as processed once known."""
-        if self._unstarted or self._revoke_all:
-            await self._started()
-            self._raise_start_error()
+        await self._assignment_started()
         await self._consumer.seek_to_end(*partitions)
         self._reset_positions(partitions)
 
     async def seek_to_committed(self, *partitions: TopicPartition) -> Dict[TopicPartition, Optional[int]]:
         """``AIOKafkaConsumer.seek_to_committed``; the positions count as processed."""
-        if self._unstarted or self._revoke_all:
-            await self._started()
-            self._raise_start_error()
+        await self._assignment_started()
         result = await self._consumer.seek_to_committed(*partitions)
         for tp, off in result.items():
             self._core.seeked((tp.topic, tp.partition), -1 if off is None else off)
