@@ -205,9 +205,8 @@ class OffsetReader:
         self._used = time.monotonic()
         self._worker: Optional[ThreadPoolExecutor] = None
         #: Consumers of groups whose commits are read (group_commits), used on the worker only,
-        #: and when each was last used.
-        self._group_readers: Dict[str, Consumer] = {}
-        self._group_used: Dict[str, float] = {}
+        #: each with when it was last used.
+        self._group_readers: Dict[str, Tuple[Consumer, float]] = {}
 
     @property
     def connected(self) -> bool:
@@ -491,11 +490,10 @@ class OffsetReader:
         return Later(self._work().submit(self._group_commits, group, want, timeout or self.timeout))
 
     def _group_commits(self, group: str, want: List[TopicPartition], timeout: float) -> Dict[TP, int]:
-        reader = self._group_readers.get(group)
-        if reader is None:
-            reader = self._group_readers[group] = group_reader(self._conn, group,
-                                                               log_level=self._conn.get("log_level", 3))
-        self._group_used[group] = time.monotonic()
+        known = self._group_readers.get(group)
+        reader = known[0] if known is not None else group_reader(self._conn, group,
+                                                                  log_level=self._conn.get("log_level", 3))
+        self._group_readers[group] = (reader, time.monotonic())
         try:
             got = reader.committed(want, timeout=timeout)
         except KafkaException as e:
@@ -511,9 +509,8 @@ class OffsetReader:
     def _close_group_readers(self, idle_s: float = 0.0) -> None:
         """Close the group readers not used for ``idle_s`` seconds (on the worker)."""
         now = time.monotonic()
-        for group in [g for g, used in self._group_used.items() if now - used >= idle_s]:
-            del self._group_used[group]
-            self._group_readers.pop(group).close()
+        for group in [g for g, (_, used) in self._group_readers.items() if now - used >= idle_s]:
+            self._group_readers.pop(group)[0].close()
 
     @property
     def clients(self) -> int:
