@@ -449,6 +449,16 @@ def test_records_kept_in_hand_come_out_one_by_one_through_poll(
     assert ends == [last[0] + 1, last[1] + 1]
 
 
+def _answer(pending: Any) -> Any:
+    """The answer of an offset reader's ``pending`` read, polled without
+    blocking (as a gate's read is), within 10 s."""
+    deadline = time.monotonic() + 10
+    while not pending.done():
+        assert time.monotonic() < deadline, "no answer within 10 s"
+        time.sleep(0.001)
+    return pending.result()
+
+
 def test_a_groups_commits_are_read_without_waiting(bootstrap: str, topic: str, unique: Callable[[str], str]) -> None:
     """What a gate's re-read of other members' commits uses
     (OffsetReader.group_commits): the request is sent at once, the answer
@@ -463,12 +473,7 @@ def test_a_groups_commits_are_read_without_waiting(bootstrap: str, topic: str, u
     commit_as_group(bootstrap, group, topic, 0, 7)
     reader = OffsetReader({"bootstrap.servers": bootstrap})
     try:
-        pending = reader.group_commits(group, [(topic, 1), (topic, 0)], 10.0)
-        deadline = time.monotonic() + 10
-        while not pending.done():
-            assert time.monotonic() < deadline, "no answer within 10 s"
-            time.sleep(0.001)
-        assert pending.result() == {(topic, 0): 7}
+        assert _answer(reader.group_commits(group, [(topic, 1), (topic, 0)], 10.0)) == {(topic, 0): 7}
     finally:
         reader.close()
 
@@ -489,12 +494,7 @@ def test_the_readers_of_groups_commits_are_closed_when_idle_and_made_again(
     reader = OffsetReader({"bootstrap.servers": bootstrap})
 
     def read(group: str) -> Dict[Tuple[str, int], int]:
-        pending = reader.group_commits(group, [(topic, 0)], 10.0)
-        deadline = time.monotonic() + 10
-        while not pending.done():
-            assert time.monotonic() < deadline, "no answer within 10 s"
-            time.sleep(0.001)
-        return pending.result()
+        return _answer(reader.group_commits(group, [(topic, 0)], 10.0))
 
     def clients_within(n: int, seconds: float = 5.0) -> int:
         deadline = time.monotonic() + seconds
