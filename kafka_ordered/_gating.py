@@ -109,7 +109,7 @@ class GateRead:
     then. The gates waiting on the read stay closed meanwhile. An outage is
     logged once, when it begins, and once when the read succeeds again."""
 
-    __slots__ = ("what", "period", "due", "failures", "pending")
+    __slots__ = ("what", "period", "due", "failures", "pending", "asked")
 
     def __init__(self, what: str, period: float) -> None:
         self.what = what
@@ -118,6 +118,8 @@ class GateRead:
         self.failures = 0
         #: A read sent and not answered yet (see GatingCore._read_in_background).
         self.pending: Optional[Pending[Dict[TP, int]]] = None
+        #: The partitions the last read sent asked about (its answer is of those only).
+        self.asked: Tuple[TP, ...] = ()
 
     def succeeded(self, now: float) -> None:
         if self.failures:
@@ -510,19 +512,24 @@ class GatingCore:
         loop only when this is false."""
         return bool(self.opts.gating and self.freshness.sought) or self._listener is not None
 
-    def _read_commits(self, waited: Iterable[TP]) -> bool:
+    def _read_commits(self, waited: AbstractSet[TP]) -> bool:
         """Read the group's commit of partitions assigned at explicit offsets
         that hand-off waits are kept for: waits it passed need nothing more
         (one request per assignment). Whether the commits are known now:
         while the read fails they stay unknown, and it is sent again (see
-        :class:`GateRead`)."""
-        want = [tp for tp in waited if tp in self.parts.commit_unknown]
-        got = self._read_in_background(self._starts_read, self.port.committed_later, want) if want else {}
+        :class:`GateRead`). An answer tells only of the partitions its read
+        asked about: those assigned while it was on its way are read next."""
+        parts = self.parts
+        parts.commits_known([tp for tp in parts.commit_unknown if tp not in waited])  # no wait: no read needed
+        want = [tp for tp in waited if tp in parts.commit_unknown]
+        if not want:
+            return True
+        got = self._read_in_background(self._starts_read, self.port.committed_later, want)
         if got is None:
             return False
-        self.parts.commits_known()
+        parts.commits_known(self._starts_read.asked)
         self.committed(got)
-        return True
+        return not any(tp in parts.commit_unknown for tp in want)
 
     def refresh_gates(self, force: bool = False) -> None:
         """Track the gates of registrations applied since the last refresh
@@ -606,7 +613,8 @@ class GatingCore:
             if read.pending is None:
                 if now < read.due:
                     return None
-                read.pending = start(sorted(tps), min(self.opts.timeout, GATE_READ_TIMEOUT_S))
+                read.asked = tuple(sorted(tps))
+                read.pending = start(list(read.asked), min(self.opts.timeout, GATE_READ_TIMEOUT_S))
             if not read.pending.done():
                 read.due = now + READ_CHECK_S
                 return None

@@ -221,11 +221,13 @@ class Partitions:
                 st.commit_unknown = True
                 self._commit_unknown.add(tp)
 
-    def commits_known(self) -> None:
-        """Every unread group commit was read (or needs no read)."""
-        for tp in self._commit_unknown:
+    def commits_known(self, tps: Optional[Iterable[TP]] = None) -> None:
+        """The group commits of ``tps`` were read (default: every unread one
+        was read, or needs no read)."""
+        known = list(self._commit_unknown) if tps is None else [tp for tp in tps if tp in self._commit_unknown]
+        for tp in known:
             self._states[tp].commit_unknown = False
-        self._commit_unknown.clear()
+            self._commit_unknown.discard(tp)
 
     def seek(self, tp: TP, offset: int) -> None:
         """The application sought owned ``tp`` (``< 0``: a logical offset,

@@ -962,3 +962,48 @@ def test_a_poll_may_block_while_a_catch_up_is_owed_or_a_key_listener_is_set() ->
 
     core.listener = Keys()
     assert core.poll_may_block()
+
+
+def test_a_read_of_the_groups_commits_answers_only_for_the_partitions_it_asked_about() -> None:
+    """Two sources assigned at explicit offsets one after the other, the read
+    of the group's commit of the first still on its way when the second is
+    assigned: its answer says nothing of the second, whose commit is read
+    on its own. (It used to count as read: the second's crossing of a wait
+    the group had passed long ago was announced and committed again.)"""
+    history = LayoutHistory()
+    lay = Layout(TOPIC, 1, 1, 1, 4)
+    for i, value in enumerate([
+        encode_layout(lay, "create", "a")[1],
+        encode_layout(lay.expanded(2), "expand", "a")[1],
+        encode_layout(lay.expanded(2).expanded(3), "expand", "a")[1],
+        encode_registration(TOPIC, "p", True, 3, 2, {2: (4, {0: 12})})[1],
+        encode_layout(lay.expanded(2).expanded(3).expanded(4), "expand", "a")[1],
+        encode_registration(TOPIC, "p", True, 4, 3, {3: (6, {1: 8})})[1],
+    ]):
+        history.apply(i, TOPIC.encode(), value)
+    port = FakePort()
+    core = GatingCore(port, FakeView(history), FakeOffsets(), GatingOptions(OPTS, False, 5.0, "earliest"))
+    core.listener = keys = Announced()
+    first = Unanswered()
+    asked: List[List[TP]] = []
+
+    def later(tps: List[TP], timeout: float) -> Any:
+        asked.append(list(tps))
+        return first if len(asked) == 1 else Answered(port.committed(tps))
+
+    port.committed_later = later  # type: ignore[assignment,method-assign]
+    port.commits[(TOPIC, 1)] = 20  # an earlier member passed partition 1's wait (8)
+    core.assigned_at({(TOPIC, 0): 0})
+    core.begin_poll()
+    assert asked == [[(TOPIC, 0)]]
+    core.assigned_at({(TOPIC, 1): 0})
+    core.begin_poll()
+    first.value = {}  # the group had committed nothing on partition 0
+    core.begin_poll()
+    core.begin_poll()
+    assert asked[1:] == [[(TOPIC, 1)]], "partition 1's commit is read on its own"
+    assert not core.parts.commit_unknown
+    port.position[(TOPIC, 1)] = 9  # this member delivers partition 1 past the wait again
+    core.begin_poll()
+    assert keys.revoked == [], "the group passed that wait long ago: nothing to announce"
+    assert port.commits[(TOPIC, 1)] == 20, "nor a commit that moves the group's back"
