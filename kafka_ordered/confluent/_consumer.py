@@ -509,13 +509,22 @@ class OrderedConsumer:
         into the core's ``kept`` (:meth:`GatingCore.keep`, which pauses a
         hold in hand that keeps too much); returns what is left and its
         partitions. (Records of other partitions are not looked at one by
-        one, nor those of a partition number all of one topic.)"""
+        one, nor those of a partition number all of one topic: a member of
+        one topic's partitions reads no topic names, and a fetch all of one
+        kept partition goes to it whole.)"""
         core = self._core
         kept = core.kept
         numbers = {p for _, p in kept}
         hits = [n for n in numbers if n in parts]
         if not hits:
             return raw, parts
+        topics = core.owned_topics()
+        only = next(iter(topics)) if len(topics) == 1 else None
+        if only is not None and not errors and len(hits) == 1 and parts.count(hits[0]) == len(parts):
+            tp = (only, hits[0])
+            if tp in kept:
+                core.keep(tp, raw)
+                return [], []
         everything = range(len(raw))
         mask = bytearray(b"\x01") * len(raw)
         taken: Dict[TP, List[Message]] = {}
@@ -523,11 +532,14 @@ class OrderedConsumer:
             idx = list(compress(everything, map(n.__eq__, parts)))
             if not errors:
                 msgs = list(map(raw.__getitem__, idx))
-                names = list(map(_topic, msgs))
-                if names.count(names[0]) == len(names):
-                    tp = (str(names[0]), n)
-                    if tp in kept:
-                        taken[tp] = msgs  # type: ignore[index]
+                if only is None:
+                    names = list(map(_topic, msgs))
+                    one: Optional[TP] = (str(names[0]), n) if names.count(names[0]) == len(names) else None  # type: ignore[assignment]
+                else:
+                    one = (only, n)  # type: ignore[assignment]
+                if one is not None:
+                    if one in kept:
+                        taken[one] = msgs
                         for i in idx:
                             mask[i] = 0
                     continue
@@ -589,7 +601,7 @@ class OrderedConsumer:
         hits = [n for n in numbers if n in parts] if len(numbers) <= 8 else numbers.intersection(parts)
         if not hits:
             return raw
-        topics = {t for t, _ in self._core.owned}
+        topics = self._core.owned_topics()
         names = list(map(_topic, raw)) if len(topics) > 1 else None
         only = next(iter(topics)) if len(topics) == 1 else None
         everything = range(len(raw))

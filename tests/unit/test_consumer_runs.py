@@ -104,11 +104,15 @@ def test_the_one_topic_pass_leaves_other_fetches_to_the_per_record_loop() -> Non
 
 
 class _KeepingCore:
-    def __init__(self, kept: Set[Any]) -> None:
+    def __init__(self, kept: Set[Any], topics: Set[str]) -> None:
         self.kept: dict = {tp: [] for tp in kept}
+        self.topics = topics
 
     def keep(self, tp: Any, records: List[Any]) -> None:
         self.kept[tp].extend(records)
+
+    def owned_topics(self) -> Set[str]:
+        return self.topics
 
 
 class _Keeper:
@@ -122,17 +126,24 @@ class _Keeper:
 def test_records_in_hand_are_taken_alike_by_partition_and_record_by_record(seed: int) -> None:
     """OrderedConsumer._keep moves the records of partitions with records in
     hand out of a fetch: taking a partition number's records at once (a
-    fetch without errors, all of one topic) leaves and keeps exactly what
-    the record-by-record pass does, in order."""
+    fetch without errors, all of one topic; without reading topic names
+    when the member owns one topic; the whole fetch when it is all of one
+    kept partition) leaves and keeps exactly what the record-by-record pass
+    does, in order."""
     from confluent_kafka import Message
 
     rng = random.Random(seed)
-    raw = [Message(topic=rng.choice(["t", "t", "u"]), partition=rng.randrange(4), offset=i, value=b"v")
+    topics = ["t"] if seed % 2 else ["t", "t", "u"]
+    one_partition = rng.randrange(4) if seed % 4 == 1 else None
+    raw = [Message(topic=rng.choice(topics), partition=rng.randrange(4) if one_partition is None else one_partition,
+                   offset=i, value=b"v")
            for i in range(rng.randint(1, 80))]
-    in_hand = {(t, p) for t in ("t", "u") for p in range(4) if rng.random() < 0.3}
+    in_hand = {(t, p) for t in set(topics) for p in range(4) if rng.random() < 0.3}
+    if one_partition is not None and seed % 8 == 1:
+        in_hand.add(("t", one_partition))
     ends = []
     for errors in (False, True):  # True: the record-by-record pass
-        core = _KeepingCore(in_hand)
+        core = _KeepingCore(in_hand, set(topics))
         parts = [m.partition() for m in raw]
         left, left_parts = _Keeper(core)._keep(list(raw), parts, errors)
         assert left_parts == [m.partition() for m in left]
