@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Iterable, List, Optional, Protocol, Tuple, TypeVar
 
+from .errors import BrokerUnavailableError
+
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
@@ -59,7 +61,11 @@ class Answered(Generic[T]):
 
 class Later(Generic[T]):
     """A :class:`Pending` over a ``concurrent.futures.Future`` whose work
-    raises :class:`~kafka_ordered.errors.KafkaOrderedError` (passed on as is)."""
+    raises :class:`~kafka_ordered.errors.KafkaOrderedError` (passed on as
+    is). Work cancelled before it answered (its task cancelled by the
+    client's loop, or the worker shut down) raises a retriable
+    :class:`~kafka_ordered.errors.BrokerUnavailableError`: it is a read that
+    did not answer, to be sent again, never a cancellation of the caller."""
 
     __slots__ = ("_future",)
 
@@ -70,6 +76,8 @@ class Later(Generic[T]):
         return self._future.done()
 
     def result(self) -> T:
+        if self._future.cancelled():
+            raise BrokerUnavailableError("the read was cancelled before it answered")
         return self._future.result()
 
 

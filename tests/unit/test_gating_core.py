@@ -1007,3 +1007,32 @@ def test_a_read_of_the_groups_commits_answers_only_for_the_partitions_it_asked_a
     core.begin_poll()
     assert keys.revoked == [], "the group passed that wait long ago: nothing to announce"
     assert port.commits[(TOPIC, 1)] == 20, "nor a commit that moves the group's back"
+
+
+def test_a_read_cancelled_before_it_answered_is_sent_again_not_raised_out_of_the_poll() -> None:
+    """The read of the group's commits runs as a task of the client's own
+    loop (aiokafka) or on a worker: a task cancelled before it answered
+    (the loop cancelling its tasks, the client's coordinator reset) is a
+    read that did not answer. The poll goes on and the read is sent again;
+    it used to raise ``CancelledError`` out of the poll."""
+    from concurrent.futures import Future
+
+    from kafka_ordered._ports import Later
+
+    core, port = _in_hand_core()
+    asked: List[List[TP]] = []
+
+    def later(tps: List[TP], timeout: float) -> Any:
+        asked.append(list(tps))
+        if len(asked) == 1:
+            cancelled: Future = Future()
+            cancelled.cancel()
+            return Later(cancelled)
+        return Answered(port.committed(tps))
+
+    port.committed_later = later  # type: ignore[assignment,method-assign]
+    core.begin_poll()
+    assert asked == [[(TOPIC, 0)]] and core.parts.commit_unknown
+    core._starts_read.due = float("-inf")  # the retry's backoff over
+    core.begin_poll()
+    assert asked[1:] == [[(TOPIC, 0)]] and not core.parts.commit_unknown
