@@ -534,9 +534,9 @@ class OrderedConsumer:
                 msgs = list(map(raw.__getitem__, idx))
                 if only is None:
                     names = list(map(_topic, msgs))
-                    one: Optional[TP] = (str(names[0]), n) if names.count(names[0]) == len(names) else None  # type: ignore[assignment]
+                    one: Optional[TP] = (str(names[0]), n) if names.count(names[0]) == len(names) else None
                 else:
-                    one = (only, n)  # type: ignore[assignment]
+                    one = (only, n)
                 if one is not None:
                     if one in kept:
                         taken[one] = msgs
