@@ -1617,6 +1617,29 @@ message_stamps(Calm *calm, PyObject *m)
     return c == 2 ? 1 : c == 1 ? 0 : c;
 }
 
+/* Whether str a equals str b (b the topic of the run so far): every
+ * Message holds a topic string of its own, so this runs once per record.
+ * Inline for exact strings (length, kind, then the bytes), which is most of
+ * the calm check's cost through PyUnicode_Compare; else PyUnicode_Compare. */
+static inline int
+same_topic(PyObject *a, PyObject *b)
+{
+    Py_ssize_t n;
+    int kind;
+    if (a == b)
+        return 1;
+    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b))
+        return PyUnicode_Compare(a, b) == 0;
+#if PY_VERSION_HEX < 0x030C0000
+    if (!PyUnicode_IS_READY(a) || !PyUnicode_IS_READY(b))
+        return PyUnicode_Compare(a, b) == 0;
+#endif
+    n = PyUnicode_GET_LENGTH(a);
+    kind = PyUnicode_KIND(a);
+    return n == PyUnicode_GET_LENGTH(b) && kind == PyUnicode_KIND(b)
+           && memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0;
+}
+
 static int
 calm_admits(Calm *calm, PyObject *res)
 {
@@ -1649,7 +1672,7 @@ calm_admits(Calm *calm, PyObject *res)
             topic = cm->topic;
             p = cm->partition;
             o = cm->offset;
-            if (prev_topic != NULL && p == prev_part && (topic == prev_topic || PyUnicode_Compare(topic, prev_topic) == 0)) {
+            if (prev_topic != NULL && p == prev_part && same_topic(topic, prev_topic)) {
                 if (o != prev_off + 1 || o >= limit) { ok = 0; break; }
                 prev_off = o;
                 continue;
@@ -1696,7 +1719,7 @@ calm_admits(Calm *calm, PyObject *res)
         o = PyLong_AsLongLong(off);
         Py_DECREF(off);
         }
-        if (prev_topic != NULL && p == prev_part && PyUnicode_Compare(topic, prev_topic) == 0) {
+        if (prev_topic != NULL && p == prev_part && same_topic(topic, prev_topic)) {
             Py_DECREF(part);
             Py_DECREF(topic);
             if (o != prev_off + 1 || o >= limit) { ok = 0; break; }

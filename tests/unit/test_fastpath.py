@@ -633,6 +633,29 @@ def test_calm_fetch_is_returned_untouched_only_when_the_token_rule_needs_nothing
 
 @pytest.mark.parametrize("messages", MESSAGE_KINDS, indirect=True)
 @pytest.mark.parametrize("impl", _impls())
+@pytest.mark.parametrize("second, admitted", [(6, False), (40, True)])
+def test_a_run_ends_where_the_topic_changes_even_at_the_next_offset_of_the_partition_number(
+        impl: str, second: int, admitted: bool, messages: Callable[[Any], Any]) -> None:
+    """Two managed topics of names of one length: a record of the second
+    right after one of the first, same partition number, next offset, starts
+    a run of its own, checked against its own expected offset (each record
+    holds its own topic string: the check compares them by value)."""
+    calm = _calm(impl)
+    calm.quiet, calm.until = True, time.monotonic() + 60
+    calm.managed = frozenset({"topic-a", "topic-b"})
+    start = {("topic-a", 0): 5, ("topic-b", 0): 40}
+    calm.expected.update(start)
+    calls: List[Any] = []
+    fetched = messages([_Msg("topic-a", 0, 5), _Msg("topic-b", 0, second)])
+    got = _fetch_path(impl, calm, fetched, calls)(1.0)
+    if admitted:
+        assert got is fetched and calm.expected == {("topic-a", 0): 6, ("topic-b", 0): 41}
+    else:
+        assert got == ("after", fetched) and calm.expected == start
+
+
+@pytest.mark.parametrize("messages", MESSAGE_KINDS, indirect=True)
+@pytest.mark.parametrize("impl", _impls())
 @pytest.mark.parametrize("case, fetched, admitted", [
     ("other partitions", [_Msg("t", 0, 5), _Msg("t", 0, 6)], True),
     ("the held partition", [_Msg("t", 1, 3)], False),
