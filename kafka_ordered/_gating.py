@@ -130,6 +130,7 @@ class GateRead:
     def drop(self) -> None:
         """What the read was for went away: its answer is not looked for."""
         self.pending = None
+        self.asked = ()
 
     def failed(self, now: float, error: KafkaOrderedError) -> None:
         self.failures += 1
@@ -413,6 +414,11 @@ class GatingCore:
         except Exception as e:  # already gone from the client's assignment
             log.debug("resume on revoke of %s: %s", tps, e)
         self._owned_topics = None
+        if any(tp in self._starts_read.asked for tp in tps):
+            # Its answer may predate a commit made from now on (this
+            # member's at the revocation, another member's): the partitions
+            # still unread are asked about again.
+            self._starts_read.drop()
         for tp in tps:
             self._forget_kept(tp)
             self.freshness.forget(tp)
@@ -515,21 +521,22 @@ class GatingCore:
     def _read_commits(self, waited: AbstractSet[TP]) -> bool:
         """Read the group's commit of partitions assigned at explicit offsets
         that hand-off waits are kept for: waits it passed need nothing more
-        (one request per assignment). Whether the commits are known now:
-        while the read fails they stay unknown, and it is sent again (see
+        (a request per assignment). Whether the commits are known now: while
+        the read fails they stay unknown, and it is sent again (see
         :class:`GateRead`). An answer tells only of the partitions its read
-        asked about: those assigned while it was on its way are read next."""
+        asked about (see :meth:`revoked`): for those assigned while it was on
+        its way, a read is sent at once."""
         parts = self.parts
         parts.commits_known([tp for tp in parts.commit_unknown if tp not in waited])  # no wait: no read needed
-        want = [tp for tp in waited if tp in parts.commit_unknown]
-        if not want:
-            return True
-        got = self._read_in_background(self._starts_read, self.port.committed_later, want)
-        if got is None:
-            return False
-        parts.commits_known(self._starts_read.asked)
-        self.committed(got)
-        return not any(tp in parts.commit_unknown for tp in want)
+        while True:
+            want = [tp for tp in waited if tp in parts.commit_unknown]
+            if not want:
+                return True
+            got = self._read_in_background(self._starts_read, self.port.committed_later, want)
+            if got is None:
+                return False
+            parts.commits_known(self._starts_read.asked)
+            self.committed(got)
 
     def refresh_gates(self, force: bool = False) -> None:
         """Track the gates of registrations applied since the last refresh

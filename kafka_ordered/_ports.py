@@ -62,8 +62,8 @@ class Answered(Generic[T]):
 class Later(Generic[T]):
     """A :class:`Pending` over a ``concurrent.futures.Future`` whose work
     raises :class:`~kafka_ordered.errors.KafkaOrderedError` (passed on as
-    is). Work cancelled before it answered (its task cancelled by the
-    client's loop, or the worker shut down) raises a retriable
+    is). Work cancelled before it answered (aiokafka's read of the group's
+    commits, a task of the client's loop, cancelled) raises a retriable
     :class:`~kafka_ordered.errors.BrokerUnavailableError`: it is a read that
     did not answer, to be sent again, never a cancellation of the caller."""
 
