@@ -646,10 +646,12 @@ def test_a_run_ends_where_the_topic_changes_even_at_the_next_offset_of_the_parti
     start = {("topic-a", 0): 5, ("topic-b", 0): 40}
     calm.expected.update(start)
     calls: List[Any] = []
-    fetched = messages([_Msg("topic-a", 0, 5), _Msg("topic-b", 0, second)])
+    # Names made at run time: each record holds a string object of its own, as a client's do.
+    fetched = messages([_Msg("".join(["topic-", "a"]), 0, 5), _Msg("".join(["topic-", "b"]), 0, second),
+                        _Msg("".join(["topic-", "b"]), 0, second + 1)])
     got = _fetch_path(impl, calm, fetched, calls)(1.0)
     if admitted:
-        assert got is fetched and calm.expected == {("topic-a", 0): 6, ("topic-b", 0): 41}
+        assert got is fetched and calm.expected == {("topic-a", 0): 6, ("topic-b", 0): 42}
     else:
         assert got == ("after", fetched) and calm.expected == start
 

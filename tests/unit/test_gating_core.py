@@ -997,16 +997,50 @@ def test_a_read_of_the_groups_commits_answers_only_for_the_partitions_it_asked_a
     core.begin_poll()
     assert asked == [[(TOPIC, 0)]]
     core.assigned_at({(TOPIC, 1): 0})
+    port.position[(TOPIC, 1)] = 9  # this member delivers partition 1 past its wait before any answer
     core.begin_poll()
     first.value = {}  # the group had committed nothing on partition 0
+    port.committed_later = lambda tps, timeout: (asked.append(list(tps)), Unanswered())[1]  # type: ignore
     core.begin_poll()
-    core.begin_poll()
+    assert keys.revoked == [], "partition 1's crossing waits for its own read"
     assert asked[1:] == [[(TOPIC, 1)]], "partition 1's commit is read on its own"
+    assert core.parts.commit_unknown == {(TOPIC, 1)}
+    port.committed_later = later  # type: ignore[assignment,method-assign]
+    core._starts_read.drop()
+    core._starts_read.due = float("-inf")  # (polls look for an answer every READ_CHECK_S)
+    core.begin_poll()
     assert not core.parts.commit_unknown
-    port.position[(TOPIC, 1)] = 9  # this member delivers partition 1 past the wait again
     core.begin_poll()
     assert keys.revoked == [], "the group passed that wait long ago: nothing to announce"
     assert port.commits[(TOPIC, 1)] == 20, "nor a commit that moves the group's back"
+
+
+def test_an_answer_read_before_a_partition_was_revoked_and_assigned_again_does_not_count() -> None:
+    """A read of the group's commit on its way while its partition is revoked
+    and assigned again: the group's commit may have moved meanwhile (this
+    member's own commit at the revocation, another member's), so the
+    answer is not taken for the new assignment; its commit is read anew."""
+    core, port = _in_hand_core()
+    first = Unanswered()
+    asked: List[List[TP]] = []
+
+    def later(tps: List[TP], timeout: float) -> Any:
+        asked.append(list(tps))
+        return first if len(asked) == 1 else Answered(port.committed(tps))
+
+    port.committed_later = later  # type: ignore[assignment,method-assign]
+    core.begin_poll()
+    assert asked == [[(TOPIC, 0)]]
+    core.revoked([(TOPIC, 0)])
+    port.commits[(TOPIC, 0)] = 10  # committed at the revocation, past the wait
+    core.assigned_at({(TOPIC, 0): 0})
+    first.value = {}  # read before that commit
+    core.listener = keys = Announced()
+    port.position[(TOPIC, 0)] = 10
+    core._starts_read.due = float("-inf")  # (polls look for an answer every READ_CHECK_S)
+    core.begin_poll()
+    assert asked[1:] == [[(TOPIC, 0)]] and not core.parts.commit_unknown
+    assert keys.revoked == [], "the group's commit passed the wait: nothing to announce"
 
 
 def test_a_read_cancelled_before_it_answered_is_sent_again_not_raised_out_of_the_poll() -> None:

@@ -69,6 +69,10 @@ def test_unread_group_commits_are_taken_once() -> None:
     assert set(parts.commit_unknown) == {A} and parts[A].commit_unknown
     parts.commits_known()
     assert not parts.commit_unknown and not parts[A].commit_unknown
+    parts.own(B)
+    parts.commits_unknown([A, B])
+    parts.commits_known([B, C])  # the read asked about B (C: not unread, ignored)
+    assert set(parts.commit_unknown) == {A} and parts[A].commit_unknown and not parts[B].commit_unknown
 
 
 def test_seek_to_a_logical_offset_forgets_the_position() -> None:
