@@ -964,6 +964,21 @@ def test_a_poll_may_block_while_a_catch_up_is_owed_or_a_key_listener_is_set() ->
     assert core.poll_may_block()
 
 
+def _first_read_answered_later(port: FakePort) -> Tuple[Unanswered, List[List[TP]]]:
+    """Make ``port``'s reads of the group's commits: the first answers when
+    the test says so, later ones at once. Returns that first read and the
+    partitions each read asked about."""
+    first = Unanswered()
+    asked: List[List[TP]] = []
+
+    def later(tps: List[TP], timeout: float) -> Any:
+        asked.append(list(tps))
+        return first if len(asked) == 1 else Answered(port.committed(tps))
+
+    port.committed_later = later  # type: ignore[assignment,method-assign]
+    return first, asked
+
+
 def test_a_read_of_the_groups_commits_answers_only_for_the_partitions_it_asked_about() -> None:
     """Two sources assigned at explicit offsets one after the other, the read
     of the group's commit of the first still on its way when the second is
@@ -984,14 +999,7 @@ def test_a_read_of_the_groups_commits_answers_only_for_the_partitions_it_asked_a
     port = FakePort()
     core = GatingCore(port, FakeView(history), FakeOffsets(), GatingOptions(OPTS, False, 5.0, "earliest"))
     core.listener = keys = Announced()
-    first = Unanswered()
-    asked: List[List[TP]] = []
-
-    def later(tps: List[TP], timeout: float) -> Any:
-        asked.append(list(tps))
-        return first if len(asked) == 1 else Answered(port.committed(tps))
-
-    port.committed_later = later  # type: ignore[assignment,method-assign]
+    first, asked = _first_read_answered_later(port)
     port.commits[(TOPIC, 1)] = 20  # an earlier member passed partition 1's wait (8)
     core.assigned_at({(TOPIC, 0): 0})
     core.begin_poll()
@@ -1000,6 +1008,7 @@ def test_a_read_of_the_groups_commits_answers_only_for_the_partitions_it_asked_a
     port.position[(TOPIC, 1)] = 9  # this member delivers partition 1 past its wait before any answer
     core.begin_poll()
     first.value = {}  # the group had committed nothing on partition 0
+    later = port.committed_later
     port.committed_later = lambda tps, timeout: (asked.append(list(tps)), Unanswered())[1]  # type: ignore
     core.begin_poll()
     assert keys.revoked == [], "partition 1's crossing waits for its own read"
@@ -1021,14 +1030,7 @@ def test_an_answer_read_before_a_partition_was_revoked_and_assigned_again_does_n
     member's own commit at the revocation, another member's), so the
     answer is not taken for the new assignment; its commit is read anew."""
     core, port = _in_hand_core()
-    first = Unanswered()
-    asked: List[List[TP]] = []
-
-    def later(tps: List[TP], timeout: float) -> Any:
-        asked.append(list(tps))
-        return first if len(asked) == 1 else Answered(port.committed(tps))
-
-    port.committed_later = later  # type: ignore[assignment,method-assign]
+    first, asked = _first_read_answered_later(port)
     core.begin_poll()
     assert asked == [[(TOPIC, 0)]]
     core.revoked([(TOPIC, 0)])
