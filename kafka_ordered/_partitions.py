@@ -221,11 +221,10 @@ class Partitions:
                 st.commit_unknown = True
                 self._commit_unknown.add(tp)
 
-    def commits_known(self, tps: Optional[Iterable[TP]] = None) -> None:
-        """The group commits of ``tps`` were read (default: every unread one
-        was read, or needs no read)."""
-        known = list(self._commit_unknown) if tps is None else [tp for tp in tps if tp in self._commit_unknown]
-        for tp in known:
+    def commits_known(self, tps: Iterable[TP]) -> None:
+        """The group commits of ``tps`` were read, or need no read (others
+        are ignored)."""
+        for tp in [tp for tp in tps if tp in self._commit_unknown]:
             self._states[tp].commit_unknown = False
             self._commit_unknown.discard(tp)
 

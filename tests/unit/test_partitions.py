@@ -67,7 +67,7 @@ def test_unread_group_commits_are_taken_once() -> None:
     parts.own(A)
     parts.commits_unknown([A, B])  # B is not owned: ignored
     assert set(parts.commit_unknown) == {A} and parts[A].commit_unknown
-    parts.commits_known()
+    parts.commits_known([A])
     assert not parts.commit_unknown and not parts[A].commit_unknown
     parts.own(B)
     parts.commits_unknown([A, B])
