@@ -480,7 +480,7 @@ class GatingCore:
         waited = self.keeper.waited_on()
         unread: AbstractSet[TP] = frozenset()
         if waited and self.parts.commit_unknown:
-            if self._read_commits(waited):
+            if self._read_commits():
                 waited = self.keeper.waited_on()
             else:
                 # Not answered yet: what this member processed opens its own
@@ -518,18 +518,19 @@ class GatingCore:
         loop only when this is false."""
         return bool(self.opts.gating and self.freshness.sought) or self._listener is not None
 
-    def _read_commits(self, waited: AbstractSet[TP]) -> bool:
-        """Read the group's commit of partitions assigned at explicit offsets
-        that hand-off waits are kept for: waits it passed need nothing more
-        (a request per assignment). Whether the commits are known now: while
-        the read fails they stay unknown, and it is sent again (see
-        :class:`GateRead`). An answer tells only of the partitions its read
-        asked about (see :meth:`revoked`): for those assigned while it was on
-        its way, a read is sent at once."""
+    def _read_commits(self) -> bool:
+        """Read the group's commit of the partitions assigned at explicit
+        offsets, once hand-off waits are kept (a request per assignment):
+        waits it passed need nothing more. Every such partition is asked
+        about, also those without a wait yet: a registration the view
+        applies after the assignment may bring one. Whether the commits are
+        known now: while the read fails they stay unknown, and it is sent
+        again (see :class:`GateRead`). An answer tells only of the
+        partitions its read asked about (see :meth:`revoked`): for those
+        assigned while it was on its way, a read is sent at once."""
         parts = self.parts
-        parts.commits_known([tp for tp in parts.commit_unknown if tp not in waited])  # no wait: no read needed
         while True:
-            want = [tp for tp in waited if tp in parts.commit_unknown]
+            want = sorted(parts.commit_unknown)
             if not want:
                 return True
             got = self._read_in_background(self._starts_read, self.port.committed_later, want)

@@ -1024,6 +1024,52 @@ def test_a_read_of_the_groups_commits_answers_only_for_the_partitions_it_asked_a
     assert port.commits[(TOPIC, 1)] == 20, "nor a commit that moves the group's back"
 
 
+@pytest.mark.parametrize("answered", ["at once", "after the delivery"])
+def test_a_wait_that_arrives_after_the_assignment_is_judged_against_the_groups_commit_read_for_it(
+        answered: str) -> None:
+    """Partitions assigned at explicit offsets while the layout view lacks
+    the registration that waits on one of them: the first poll finds no
+    wait on that partition, yet its commit is not taken as read. When the
+    registration arrives, the group's commit (past the wait long ago) is
+    what its crossing is judged against, whether the read answers before
+    or after this member delivers past the wait. (It used to count as
+    read with no commit: the crossing was announced and committed again,
+    moving the group's commit back.)"""
+    history = LayoutHistory()
+    lay = Layout(TOPIC, 1, 1, 1, 4)
+    values = [
+        encode_layout(lay, "create", "a")[1],
+        encode_layout(lay.expanded(2), "expand", "a")[1],
+        encode_layout(lay.expanded(2).expanded(3), "expand", "a")[1],
+        encode_registration(TOPIC, "p", True, 3, 2, {2: (4, {0: 12})})[1],
+        encode_layout(lay.expanded(2).expanded(3).expanded(4), "expand", "a")[1],
+        encode_registration(TOPIC, "p", True, 4, 3, {3: (6, {1: 8})})[1],
+    ]
+    for i, value in enumerate(values[:4]):
+        history.apply(i, TOPIC.encode(), value)
+    port = FakePort()
+    core = GatingCore(port, FakeView(history), FakeOffsets(), GatingOptions(OPTS, True, 5.0, "earliest"))
+    core.listener = keys = Announced()
+    if answered != "at once":
+        first, asked = _first_read_answered_later(port)
+    port.commits[(TOPIC, 1)] = 20  # an earlier member passed partition 1's (future) wait, 8
+    core.assigned_at({(TOPIC, 0): 0, (TOPIC, 1): 0})
+    for i, value in enumerate(values[4:], 4):  # the view catches up after the assignment
+        history.apply(i, TOPIC.encode(), value)
+    core.begin_poll()
+    port.position[(TOPIC, 1)] = 9  # this member delivers partition 1 past the wait
+    core.begin_poll()
+    if answered != "at once":
+        assert asked == [[(TOPIC, 0), (TOPIC, 1)]], "one read asks about both partitions"
+        first.value = port.committed([(TOPIC, 0), (TOPIC, 1)])
+    core._starts_read.due = float("-inf")  # (polls look for an answer every READ_CHECK_S)
+    core.begin_poll()
+    core.begin_poll()
+    assert not core.parts.commit_unknown
+    assert keys.revoked == [], "the group passed that wait long ago: nothing to announce"
+    assert port.commits[(TOPIC, 1)] == 20, "nor a commit that moves the group's back"
+
+
 def test_an_answer_read_before_a_partition_was_revoked_and_assigned_again_does_not_count() -> None:
     """A read of the group's commit on its way while its partition is revoked
     and assigned again: the group's commit may have moved meanwhile (this
@@ -1032,7 +1078,7 @@ def test_an_answer_read_before_a_partition_was_revoked_and_assigned_again_does_n
     core, port = _in_hand_core()
     first, asked = _first_read_answered_later(port)
     core.begin_poll()
-    assert asked == [[(TOPIC, 0)]]
+    assert asked == [[(TOPIC, 0), (TOPIC, 1)]]  # (partition 1, assigned at an explicit offset too)
     core.revoked([(TOPIC, 0)])
     port.commits[(TOPIC, 0)] = 10  # committed at the revocation, past the wait
     core.assigned_at({(TOPIC, 0): 0})
@@ -1041,7 +1087,7 @@ def test_an_answer_read_before_a_partition_was_revoked_and_assigned_again_does_n
     port.position[(TOPIC, 0)] = 10
     core._starts_read.due = float("-inf")  # (polls look for an answer every READ_CHECK_S)
     core.begin_poll()
-    assert asked[1:] == [[(TOPIC, 0)]] and not core.parts.commit_unknown
+    assert asked[1:] == [[(TOPIC, 0), (TOPIC, 1)]] and not core.parts.commit_unknown
     assert keys.revoked == [], "the group's commit passed the wait: nothing to announce"
 
 
@@ -1068,7 +1114,7 @@ def test_a_read_cancelled_before_it_answered_is_sent_again_not_raised_out_of_the
 
     port.committed_later = later  # type: ignore[assignment,method-assign]
     core.begin_poll()
-    assert asked == [[(TOPIC, 0)]] and core.parts.commit_unknown
+    assert asked == [[(TOPIC, 0), (TOPIC, 1)]] and core.parts.commit_unknown
     core._starts_read.due = float("-inf")  # the retry's backoff over
     core.begin_poll()
-    assert asked[1:] == [[(TOPIC, 0)]] and not core.parts.commit_unknown
+    assert asked[1:] == [[(TOPIC, 0), (TOPIC, 1)]] and not core.parts.commit_unknown
