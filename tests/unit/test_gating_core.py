@@ -979,6 +979,21 @@ def _first_read_answered_later(port: FakePort) -> Tuple[Unanswered, List[List[TP
     return first, asked
 
 
+def _waits_on_0_then_1() -> List[bytes]:
+    """A layout log's values: TOPIC grows from 1 to 4 partitions; partition
+    2's gate waits on partition 0 at 12, then partition 3's on partition 1
+    at 8 (its last two values)."""
+    lay = Layout(TOPIC, 1, 1, 1, 4)
+    return [
+        encode_layout(lay, "create", "a")[1],
+        encode_layout(lay.expanded(2), "expand", "a")[1],
+        encode_layout(lay.expanded(2).expanded(3), "expand", "a")[1],
+        encode_registration(TOPIC, "p", True, 3, 2, {2: (4, {0: 12})})[1],
+        encode_layout(lay.expanded(2).expanded(3).expanded(4), "expand", "a")[1],
+        encode_registration(TOPIC, "p", True, 4, 3, {3: (6, {1: 8})})[1],
+    ]
+
+
 def test_a_read_of_the_groups_commits_answers_only_for_the_partitions_it_asked_about() -> None:
     """Two sources assigned at explicit offsets one after the other, the read
     of the group's commit of the first still on its way when the second is
@@ -986,15 +1001,7 @@ def test_a_read_of_the_groups_commits_answers_only_for_the_partitions_it_asked_a
     on its own. (It used to count as read: the second's crossing of a wait
     the group had passed long ago was announced and committed again.)"""
     history = LayoutHistory()
-    lay = Layout(TOPIC, 1, 1, 1, 4)
-    for i, value in enumerate([
-        encode_layout(lay, "create", "a")[1],
-        encode_layout(lay.expanded(2), "expand", "a")[1],
-        encode_layout(lay.expanded(2).expanded(3), "expand", "a")[1],
-        encode_registration(TOPIC, "p", True, 3, 2, {2: (4, {0: 12})})[1],
-        encode_layout(lay.expanded(2).expanded(3).expanded(4), "expand", "a")[1],
-        encode_registration(TOPIC, "p", True, 4, 3, {3: (6, {1: 8})})[1],
-    ]):
+    for i, value in enumerate(_waits_on_0_then_1()):
         history.apply(i, TOPIC.encode(), value)
     port = FakePort()
     core = GatingCore(port, FakeView(history), FakeOffsets(), GatingOptions(OPTS, False, 5.0, "earliest"))
@@ -1036,15 +1043,7 @@ def test_a_wait_that_arrives_after_the_assignment_is_judged_against_the_groups_c
     read with no commit: the crossing was announced and committed again,
     moving the group's commit back.)"""
     history = LayoutHistory()
-    lay = Layout(TOPIC, 1, 1, 1, 4)
-    values = [
-        encode_layout(lay, "create", "a")[1],
-        encode_layout(lay.expanded(2), "expand", "a")[1],
-        encode_layout(lay.expanded(2).expanded(3), "expand", "a")[1],
-        encode_registration(TOPIC, "p", True, 3, 2, {2: (4, {0: 12})})[1],
-        encode_layout(lay.expanded(2).expanded(3).expanded(4), "expand", "a")[1],
-        encode_registration(TOPIC, "p", True, 4, 3, {3: (6, {1: 8})})[1],
-    ]
+    values = _waits_on_0_then_1()
     for i, value in enumerate(values[:4]):
         history.apply(i, TOPIC.encode(), value)
     port = FakePort()
