@@ -530,7 +530,7 @@ class GatingCore:
         assigned while it was on its way, a read is sent at once."""
         parts = self.parts
         while True:
-            want = sorted(parts.commit_unknown)
+            want = list(parts.commit_unknown)  # (sorted into read.asked when sent)
             if not want:
                 return True
             got = self._read_in_background(self._starts_read, self.port.committed_later, want)

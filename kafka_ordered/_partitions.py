@@ -222,8 +222,8 @@ class Partitions:
                 self._commit_unknown.add(tp)
 
     def commits_known(self, tps: Iterable[TP]) -> None:
-        """The group commits of ``tps`` were read, or need no read (others
-        are ignored)."""
+        """The group commits of ``tps`` were read (partitions whose commit
+        was not unread are ignored)."""
         for tp in [tp for tp in tps if tp in self._commit_unknown]:
             self._states[tp].commit_unknown = False
             self._commit_unknown.discard(tp)
