@@ -207,6 +207,8 @@ class OffsetReader:
         #: Consumers of groups whose commits are read (group_commits), used on the worker only,
         #: each with when it was last used.
         self._group_readers: Dict[str, Tuple[Consumer, float]] = {}
+        #: How many open consumers of each group read its commits here (see use_group); under _lock.
+        self._group_users: Dict[str, int] = {}
 
     @property
     def connected(self) -> bool:
@@ -482,10 +484,11 @@ class OffsetReader:
         may take (default: the reader's timeout).
 
         Read by a :func:`group_reader` (one per group, kept until
-        :meth:`close` or until :meth:`close_if_idle` finds it idle). Not by
-        the application's consumer: with confluent-kafka 2.16, its
-        ``committed`` called from this thread while the application polled
-        took 33 s (its timeout was 1 s)."""
+        :meth:`close`, until the last consumer of the group calls
+        :meth:`release_group`, or until :meth:`close_if_idle` finds it
+        idle). Not by the application's consumer: with confluent-kafka 2.16,
+        its ``committed`` called from this thread while the application
+        polled took 33 s (its timeout was 1 s)."""
         want = [TopicPartition(t, p) for t, p in sorted(set(tps))]
         return Later(self._work().submit(self._group_commits, group, want, timeout or self.timeout))
 
@@ -499,6 +502,41 @@ class OffsetReader:
         except KafkaException as e:
             raise translate(e, f"reading the commits of group {group}", api="OffsetFetch") from e
         return {(r.topic, r.partition): r.offset for r in got if r.error is None and r.offset >= 0}
+
+    def use_group(self, group: str) -> None:
+        """A consumer of ``group`` in this process reads the group's commits
+        here from now on; it calls :meth:`release_group` when it closes."""
+        with self._lock:
+            self._group_users[group] = self._group_users.get(group, 0) + 1
+
+    def release_group(self, group: str) -> None:
+        """A consumer of ``group`` closed. When no other one that
+        :meth:`use_group` counted is left, the group's reader is closed now
+        (on the worker, after the reads queued before; a later read makes a
+        new one), not when idle: a process of short-lived consumers of many
+        groups keeps no librdkafka client for each."""
+        with self._lock:
+            left = self._group_users.get(group, 0) - 1
+            if left > 0:
+                self._group_users[group] = left
+                return
+            self._group_users.pop(group, None)
+            worker = self._worker
+        if worker is None:
+            return
+        try:
+            worker.submit(self._close_group_reader, group)
+        except RuntimeError:  # shut down meanwhile: close() closes the readers
+            pass
+
+    def _close_group_reader(self, group: str) -> None:
+        """Close ``group``'s reader unless a consumer of it opened since (on the worker)."""
+        with self._lock:
+            if group in self._group_users:
+                return
+        known = self._group_readers.pop(group, None)
+        if known is not None:
+            known[0].close()
 
     def _work(self) -> ThreadPoolExecutor:
         with self._lock:

@@ -201,6 +201,7 @@ class OrderedConsumer:
         port = self._port = _ConsumerPort(self._consumer, options.timeout, self._batch, str(conf["group.id"]),
                                           shared.offsets)
         self._core = GatingCore(port, shared.follower, shared.offsets, options)
+        shared.offsets.use_group(port.group)
         self._core.keep_in_hand = True
         self._core.kept_offset = Message.offset  # type: ignore[assignment]
         self._core.kept_bytes = message_bytes
@@ -825,6 +826,7 @@ class OrderedConsumer:
             self._consumer.close()
         finally:
             self._core.close()
+            self._shared.offsets.release_group(self._port.group)
             self._shared.release()
 
     def __enter__(self) -> "OrderedConsumer":

@@ -178,6 +178,7 @@ class OrderedKafkaConsumer:
         options = GatingOptions(opts, auto_commit, interval, reset_policy(conf.get("auto_offset_reset", "latest")))
         self._port = _ConsumerPort(self._consumer, options.timeout, self._group_id, shared.offsets)
         self._core = GatingCore(self._port, shared.follower, shared.offsets, options)
+        shared.offsets.use_group(self._port.group)
         # Holds in hand: a split replay is not paused and sought back at
         # every gate (kafka-python drops what it fetched of a paused partition).
         self._core.kept_bytes = serialized_bytes
@@ -589,6 +590,7 @@ class OrderedKafkaConsumer:
         finally:
             self._core.close()
             unregister_layouts(self._shared.follower)
+            self._shared.offsets.release_group(self._port.group)
             self._shared.release()
 
     def __enter__(self) -> "OrderedKafkaConsumer":

@@ -514,3 +514,34 @@ def test_the_readers_of_groups_commits_are_closed_when_idle_and_made_again(
         assert reader.clients == 1
     finally:
         reader.close()
+
+
+def test_a_groups_commit_reader_is_closed_with_the_last_consumer_of_that_group(
+        bootstrap: str, topic: str, unique: Callable[[str], str], make_consumer: Callable[..., OrderedConsumer]) -> None:
+    """The client made to read a group's commits lives while a consumer of
+    that group in this process does: closing the last one closes it at once,
+    although the process's other clients keep the shared layout-log clients
+    open (it is not left for the idle check, a minute later)."""
+    from ..conftest import create_plain_topic
+
+    create_plain_topic(bootstrap, topic, 1)
+    group = unique("g")
+    first, second, other = make_consumer(group), make_consumer(group), make_consumer()
+    offsets = other._shared.offsets
+    assert first._shared.offsets is offsets
+    commit_as_group(bootstrap, group, topic, 0, 4)
+    assert _answer(offsets.group_commits(group, [(topic, 0)], 10.0)) == {(topic, 0): 4}
+    _answer(offsets.group_commits(other._group_id, [(topic, 0)], 10.0))
+
+    def readers_within(want: set, seconds: float) -> set:
+        deadline = time.monotonic() + seconds
+        while set(offsets._group_readers) != want and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return set(offsets._group_readers)
+
+    assert set(offsets._group_readers) == {group, other._group_id}
+    first.close()
+    assert readers_within({other._group_id}, 0.3) == {group, other._group_id}, "another consumer of it is open"
+    second.close()
+    assert readers_within({other._group_id}, 5.0) == {other._group_id}
+    assert _answer(offsets.group_commits(group, [(topic, 0)], 10.0)) == {(topic, 0): 4}  # made again on use

@@ -400,6 +400,37 @@ def test_oracle_sees_violations_when_gating_is_off(layout_admin: LayoutAdmin, to
     assert report.violations, "expected reordering without gates"
 
 
+def test_a_groups_commit_reader_is_closed_with_the_last_consumer_of_that_group(
+        bootstrap: str, topic: str, unique: Callable[[str], str],
+        make_consumer: Callable[..., OrderedKafkaConsumer]) -> None:
+    """As for confluent-kafka's OrderedConsumer: the librdkafka client that
+    reads a group's commits for its gates is closed with the last consumer
+    of that group in this process, while other clients keep the shared ones."""
+    create_plain_topic(bootstrap, topic, 1)
+    group = unique("g")
+    first, second, other = make_consumer(group_id=group), make_consumer(group_id=group), make_consumer()
+    offsets = other._shared.offsets
+    commit_as_group(bootstrap, group, topic, 0, 4)
+
+    def answer(g: str) -> Dict[Tuple[str, int], int]:
+        pending, deadline = offsets.group_commits(g, [(topic, 0)], 10.0), time.monotonic() + 10
+        while not pending.done():
+            assert time.monotonic() < deadline, "no answer within 10 s"
+            time.sleep(0.001)
+        return pending.result()
+
+    assert answer(group) == {(topic, 0): 4}
+    answer(other._group_id)
+    first.close()
+    time.sleep(0.3)
+    assert set(offsets._group_readers) == {group, other._group_id}, "another consumer of it is open"
+    second.close()
+    deadline = time.monotonic() + 5
+    while group in offsets._group_readers and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert set(offsets._group_readers) == {other._group_id}
+
+
 def test_two_member_group_uses_the_layout_aware_assignor(layout_admin: LayoutAdmin, topic: str,
                                                          make_producer: Callable[..., OrderedKafkaProducer],
                                                          make_consumer: Callable[..., OrderedKafkaConsumer],
