@@ -78,9 +78,10 @@ def _views(producer: OrderedProducer, consumer: OrderedConsumer, topic: str, loa
     return describe
 
 
-def _log_replicas(bootstrap: str, layout_topic: str) -> Tuple[int, List[int]]:
+def _log_replicas(bootstrap: str, layout_topic: str, in_sync: bool = False) -> Tuple[int, List[int]]:
     """(leader, replicas in assignment order) of the layout log's partition,
-    by broker id, once Metadata names a live leader."""
+    by broker id, once Metadata names a live leader (with ``in_sync``: and
+    every replica in sync)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     found: Dict[str, Any] = {}
 
@@ -90,9 +91,10 @@ def _log_replicas(bootstrap: str, layout_topic: str) -> Tuple[int, List[int]]:
         except Exception:
             return False
         found["p"] = p
-        return p.leader >= 0
+        return p.leader >= 0 and (not in_sync or set(p.isrs) == set(p.replicas))
 
-    _wait(f"a leader of {layout_topic}", known, 60, 0.2)
+    _wait(f"a leader of {layout_topic}" + (" with every replica in sync" if in_sync else ""), known, 60, 0.2,
+          lambda: f"last metadata: {found.get('p')}")
     return found["p"].leader, list(found["p"].replicas)
 
 
@@ -118,6 +120,8 @@ class KillInFlight:
         self.cluster, self.layout_topic, self.match = cluster, layout_topic, match
         self.victim: Optional[int] = None
         self.fired = threading.Event()
+        #: The setup missed: the leader acknowledged the record before it was killed.
+        self.acked_before_kill = False
         self.errors: List[BaseException] = []
         get = writer._get_producer
         killer = self
@@ -132,15 +136,30 @@ class KillInFlight:
             def produce(self, topic: str, *args: Any, **kwargs: Any) -> None:
                 value = kwargs.get("value")
                 if killer.victim is None and topic == killer.layout_topic and value and killer.match(json.loads(value)):
-                    killer._kill_around(lambda: self._inner.produce(topic, *args, **kwargs))
+                    told = kwargs.get("on_delivery")
+
+                    def delivered(err: Any, msg: Any) -> None:
+                        if err is None and not killer.fired.is_set():
+                            killer.acked_before_kill = True
+                        if told is not None:
+                            told(err, msg)
+
+                    killer._kill_around(lambda: self._inner.produce(topic, *args, **{**kwargs,
+                                                                                    "on_delivery": delivered}),
+                                        self._inner.poll)
                 else:
                     self._inner.produce(topic, *args, **kwargs)
 
         writer._get_producer = lambda: Proxy(get())  # type: ignore[method-assign]
 
-    def _kill_around(self, produce: Callable[[], None]) -> None:
+    def _kill_around(self, produce: Callable[[], None], serve: Callable[[float], Any]) -> None:
+        """``produce()`` the record, kill its leader once the keeper has it;
+        ``serve(0)`` (the writer's ``poll``) tells whether it was
+        acknowledged before (the setup missed: a test error, not a finding)."""
         cluster = self.cluster
-        leader, replicas = _log_replicas(cluster.bootstrap_servers, self.layout_topic)
+        # Every replica in sync first: with the paused follower out of the ISR
+        # the leader would acknowledge the record before it is killed.
+        leader, replicas = _log_replicas(cluster.bootstrap_servers, self.layout_topic, in_sync=True)
         after = [b for b in replicas if b != leader]
         keeper, paused = _node(cluster, after[0]), _node(cluster, after[1])
         self.victim = _node(cluster, leader)
@@ -150,7 +169,11 @@ class KillInFlight:
             produce()
             _wait("the record on the follower's disk",
                   lambda: _segment_bytes(cluster, keeper, self.layout_topic) > before, 15, 0.01)
+            serve(0)
             cluster.kill(self.victim)
+            assert not self.acked_before_kill, (
+                f"the setup missed: broker {leader} (leader of {replicas} by the last Metadata) acknowledged the "
+                "record before it was killed")
         except BaseException as e:
             self.errors.append(e)
             raise

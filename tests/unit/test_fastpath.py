@@ -631,27 +631,38 @@ def test_calm_fetch_is_returned_untouched_only_when_the_token_rule_needs_nothing
         assert calm.expected == start, case
 
 
+# Names of one length that differ in one byte: short ones, and names as long
+# as real topics' that differ at the start, in the middle or in the last byte.
+TOPIC_PAIRS = [("topic-a", "topic-b"), ("topic-aa", "topic-ab"), ("Xench-changed-a1b2c3", "bench-changed-a1b2c3"),
+               ("bench-chXnged-a1b2c3", "bench-changed-a1b2c3"), ("bench-changed-a1b2c3", "bench-changed-a1b2c4"),
+               ("sixteen-bytes-0a", "sixteen-bytes-1a"), ("topic-abc", "topic-abd")]
+
+
 @pytest.mark.parametrize("messages", MESSAGE_KINDS, indirect=True)
 @pytest.mark.parametrize("impl", _impls())
 @pytest.mark.parametrize("second, admitted", [(6, False), (40, True)])
+@pytest.mark.parametrize("names", TOPIC_PAIRS, ids=lambda n: f"{n[0]}|{n[1]}")
 def test_a_run_ends_where_the_topic_changes_even_at_the_next_offset_of_the_partition_number(
-        impl: str, second: int, admitted: bool, messages: Callable[[Any], Any]) -> None:
+        impl: str, second: int, admitted: bool, names: Tuple[str, str], messages: Callable[[Any], Any]) -> None:
     """Two managed topics of names of one length: a record of the second
     right after one of the first, same partition number, next offset, starts
     a run of its own, checked against its own expected offset (each record
     holds its own topic string: the check compares them by value)."""
+    a, b = names
     calm = _calm(impl)
     calm.quiet, calm.until = True, time.monotonic() + 60
-    calm.managed = frozenset({"topic-a", "topic-b"})
-    start = {("topic-a", 0): 5, ("topic-b", 0): 40}
+    calm.managed = frozenset({a, b})
+    start = {(a, 0): 5, (b, 0): 40}
     calm.expected.update(start)
     calls: List[Any] = []
-    # Names made at run time: each record holds a string object of its own, as a client's do.
-    fetched = messages([_Msg("".join(["topic-", "a"]), 0, 5), _Msg("".join(["topic-", "b"]), 0, second),
-                        _Msg("".join(["topic-", "b"]), 0, second + 1)])
+
+    def fresh(name: str) -> str:  # each record holds a string object of its own, as a client's do
+        return "".join([name[:3], name[3:]])
+
+    fetched = messages([_Msg(fresh(a), 0, 5), _Msg(fresh(b), 0, second), _Msg(fresh(b), 0, second + 1)])
     got = _fetch_path(impl, calm, fetched, calls)(1.0)
     if admitted:
-        assert got is fetched and calm.expected == {("topic-a", 0): 6, ("topic-b", 0): 42}
+        assert got is fetched and calm.expected == {(a, 0): 6, (b, 0): 42}
     else:
         assert got == ("after", fetched) and calm.expected == start
 
