@@ -183,6 +183,15 @@ def group_reader(conn: Mapping[str, Any], group: str, **extra: Any) -> Consumer:
                      "enable.auto.offset.store": False, **extra})
 
 
+def _close_aside(client: Consumer) -> None:
+    """Close ``client`` on a thread of its own: librdkafka's close of a
+    consumer can take 100 ms and more, which the offset reader's worker
+    would otherwise add to every read queued after it (a new group's first
+    gate read, right after the last consumer of another group closed). Not
+    a daemon: an exiting interpreter waits for the close to end."""
+    threading.Thread(target=client.close, name="kafka-ordered-close").start()
+
+
 class OffsetReader:
     """Reads true log-end offsets and log-start offsets.
 
@@ -530,13 +539,14 @@ class OffsetReader:
             pass
 
     def _close_group_reader(self, group: str) -> None:
-        """Close ``group``'s reader unless a consumer of it opened since (on the worker)."""
+        """Close ``group``'s reader unless a consumer of it opened since (on
+        the worker, which only takes it out: see :func:`_close_aside`)."""
         with self._lock:
             if group in self._group_users:
                 return
         known = self._group_readers.pop(group, None)
         if known is not None:
-            known[0].close()
+            _close_aside(known[0])
 
     def _work(self) -> ThreadPoolExecutor:
         with self._lock:
@@ -545,10 +555,11 @@ class OffsetReader:
             return self._worker
 
     def _close_group_readers(self, idle_s: float = 0.0) -> None:
-        """Close the group readers not used for ``idle_s`` seconds (on the worker)."""
+        """Close the group readers not used for ``idle_s`` seconds (on the
+        worker, which only takes them out: see :func:`_close_aside`)."""
         now = time.monotonic()
         for group in [g for g, (_, used) in self._group_readers.items() if now - used >= idle_s]:
-            self._group_readers.pop(group)[0].close()
+            _close_aside(self._group_readers.pop(group)[0])
 
     @property
     def clients(self) -> int:

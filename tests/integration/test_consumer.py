@@ -516,6 +516,47 @@ def test_the_readers_of_groups_commits_are_closed_when_idle_and_made_again(
         reader.close()
 
 
+def test_closing_a_groups_commit_reader_holds_up_no_read_sent_after_it(
+        bootstrap: str, topic: str, unique: Callable[[str], str]) -> None:
+    """A group's reader closed with the group's last consumer (librdkafka's
+    close can take 100 ms and more) is closed off the thread that sends the
+    reads: the read of another group sent right after it answers without
+    waiting for that close (a new group's first gate read, next consumer)."""
+    import threading
+
+    from kafka_ordered._kafka import OffsetReader
+
+    from ..conftest import create_plain_topic
+
+    create_plain_topic(bootstrap, topic, 1)
+    closing_group, reading_group = unique("g"), unique("g")
+    commit_as_group(bootstrap, reading_group, topic, 0, 3)
+    reader = OffsetReader({"bootstrap.servers": bootstrap})
+    release, closed = threading.Event(), threading.Event()
+    try:
+        reader.use_group(closing_group)
+        _answer(reader.group_commits(closing_group, [(topic, 0)], 10.0))
+        real, used = reader._group_readers[closing_group]
+
+        class SlowToClose:
+            """The group's client, whose close lasts until the test lets it end."""
+
+            def close(self) -> None:
+                release.wait(30)
+                real.close()
+                closed.set()
+
+        reader._group_readers[closing_group] = (SlowToClose(), used)  # type: ignore[assignment]
+        reader.release_group(closing_group)
+        assert _answer(reader.group_commits(reading_group, [(topic, 0)], 10.0)) == {(topic, 0): 3}
+        assert not closed.is_set()
+        release.set()
+        assert closed.wait(10), "the reader was never closed"
+    finally:
+        release.set()
+        reader.close()
+
+
 def test_a_groups_commit_reader_is_closed_with_the_last_consumer_of_that_group(
         bootstrap: str, topic: str, unique: Callable[[str], str], make_consumer: Callable[..., OrderedConsumer]) -> None:
     """The client made to read a group's commits lives while a consumer of
