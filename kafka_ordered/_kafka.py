@@ -521,9 +521,10 @@ class OffsetReader:
     def release_group(self, group: str) -> None:
         """A consumer of ``group`` closed. When no other one that
         :meth:`use_group` counted is left, the group's reader is closed now
-        (on the worker, after the reads queued before; a later read makes a
-        new one), not when idle: a process of short-lived consumers of many
-        groups keeps no librdkafka client for each."""
+        (taken out by the worker after the reads queued before, closed aside;
+        a later read makes a new one), not when idle: a process of
+        short-lived consumers of many groups keeps no librdkafka client for
+        each."""
         with self._lock:
             left = self._group_users.get(group, 0) - 1
             if left > 0:
