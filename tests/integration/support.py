@@ -101,3 +101,13 @@ def commit_as_group(bootstrap: str, group: str, topic: str, partition: int, offs
                 time.sleep(0.2)
     finally:
         c.close()
+
+
+def answer_of(pending: Any) -> Any:
+    """The answer of an offset reader's ``pending`` read, polled without
+    blocking (as a gate's read is), within 10 s."""
+    deadline = time.monotonic() + 10
+    while not pending.done():
+        assert time.monotonic() < deadline, "no answer within 10 s"
+        time.sleep(0.001)
+    return pending.result()

@@ -21,7 +21,7 @@ from kafka_ordered import (
 from kafka_ordered.cli import main as cli_main
 from kafka_ordered.testing import OrderingOracle
 
-from .support import commit_as_group, one_split
+from .support import answer_of, commit_as_group, one_split
 from ..conftest import spare
 
 KEYS = [f"key-{i:04d}".encode() for i in range(200)]
@@ -449,16 +449,6 @@ def test_records_kept_in_hand_come_out_one_by_one_through_poll(
     assert ends == [last[0] + 1, last[1] + 1]
 
 
-def _answer(pending: Any) -> Any:
-    """The answer of an offset reader's ``pending`` read, polled without
-    blocking (as a gate's read is), within 10 s."""
-    deadline = time.monotonic() + 10
-    while not pending.done():
-        assert time.monotonic() < deadline, "no answer within 10 s"
-        time.sleep(0.001)
-    return pending.result()
-
-
 def test_a_groups_commits_are_read_without_waiting(bootstrap: str, topic: str, unique: Callable[[str], str]) -> None:
     """What a gate's re-read of other members' commits uses
     (OffsetReader.group_commits): the request is sent at once, the answer
@@ -473,7 +463,7 @@ def test_a_groups_commits_are_read_without_waiting(bootstrap: str, topic: str, u
     commit_as_group(bootstrap, group, topic, 0, 7)
     reader = OffsetReader({"bootstrap.servers": bootstrap})
     try:
-        assert _answer(reader.group_commits(group, [(topic, 1), (topic, 0)], 10.0)) == {(topic, 0): 7}
+        assert answer_of(reader.group_commits(group, [(topic, 1), (topic, 0)], 10.0)) == {(topic, 0): 7}
     finally:
         reader.close()
 
@@ -494,7 +484,7 @@ def test_the_readers_of_groups_commits_are_closed_when_idle_and_made_again(
     reader = OffsetReader({"bootstrap.servers": bootstrap})
 
     def read(group: str) -> Dict[Tuple[str, int], int]:
-        return _answer(reader.group_commits(group, [(topic, 0)], 10.0))
+        return answer_of(reader.group_commits(group, [(topic, 0)], 10.0))
 
     def clients_within(n: int, seconds: float = 5.0) -> int:
         deadline = time.monotonic() + seconds
@@ -535,7 +525,7 @@ def test_closing_a_groups_commit_reader_holds_up_no_read_sent_after_it(
     release, closed = threading.Event(), threading.Event()
     try:
         reader.use_group(closing_group)
-        _answer(reader.group_commits(closing_group, [(topic, 0)], 10.0))
+        answer_of(reader.group_commits(closing_group, [(topic, 0)], 10.0))
         real, used = reader._group_readers[closing_group]
 
         class SlowToClose:
@@ -548,7 +538,7 @@ def test_closing_a_groups_commit_reader_holds_up_no_read_sent_after_it(
 
         reader._group_readers[closing_group] = (SlowToClose(), used)  # type: ignore[assignment]
         reader.release_group(closing_group)
-        assert _answer(reader.group_commits(reading_group, [(topic, 0)], 10.0)) == {(topic, 0): 3}
+        assert answer_of(reader.group_commits(reading_group, [(topic, 0)], 10.0)) == {(topic, 0): 3}
         assert not closed.is_set()
         release.set()
         assert closed.wait(10), "the reader was never closed"
@@ -571,8 +561,8 @@ def test_a_groups_commit_reader_is_closed_with_the_last_consumer_of_that_group(
     offsets = other._shared.offsets
     assert first._shared.offsets is offsets
     commit_as_group(bootstrap, group, topic, 0, 4)
-    assert _answer(offsets.group_commits(group, [(topic, 0)], 10.0)) == {(topic, 0): 4}
-    _answer(offsets.group_commits(other._group_id, [(topic, 0)], 10.0))
+    assert answer_of(offsets.group_commits(group, [(topic, 0)], 10.0)) == {(topic, 0): 4}
+    answer_of(offsets.group_commits(other._group_id, [(topic, 0)], 10.0))
 
     def readers_within(want: set, seconds: float) -> set:
         deadline = time.monotonic() + seconds
@@ -585,4 +575,4 @@ def test_a_groups_commit_reader_is_closed_with_the_last_consumer_of_that_group(
     assert readers_within({other._group_id}, 0.3) == {group, other._group_id}, "another consumer of it is open"
     second.close()
     assert readers_within({other._group_id}, 5.0) == {other._group_id}
-    assert _answer(offsets.group_commits(group, [(topic, 0)], 10.0)) == {(topic, 0): 4}  # made again on use
+    assert answer_of(offsets.group_commits(group, [(topic, 0)], 10.0)) == {(topic, 0): 4}  # made again on use

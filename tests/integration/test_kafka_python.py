@@ -21,7 +21,7 @@ from kafka_ordered.layout import Layout
 from kafka_ordered.listener import PartitionKeyRebalanceListener
 from kafka_ordered.testing import OrderingOracle, encode_value
 
-from .support import commit_as_group, one_split
+from .support import answer_of, commit_as_group, one_split
 from ..conftest import create_plain_topic, spare
 
 KEYS = [b"key-%03d" % i for i in range(40)]
@@ -412,15 +412,8 @@ def test_a_groups_commit_reader_is_closed_with_the_last_consumer_of_that_group(
     offsets = other._shared.offsets
     commit_as_group(bootstrap, group, topic, 0, 4)
 
-    def answer(g: str) -> Dict[Tuple[str, int], int]:
-        pending, deadline = offsets.group_commits(g, [(topic, 0)], 10.0), time.monotonic() + 10
-        while not pending.done():
-            assert time.monotonic() < deadline, "no answer within 10 s"
-            time.sleep(0.001)
-        return pending.result()
-
-    assert answer(group) == {(topic, 0): 4}
-    answer(other._group_id)
+    assert answer_of(offsets.group_commits(group, [(topic, 0)], 10.0)) == {(topic, 0): 4}
+    answer_of(offsets.group_commits(other._group_id, [(topic, 0)], 10.0))
     first.close()
     time.sleep(0.3)
     assert set(offsets._group_readers) == {group, other._group_id}, "another consumer of it is open"
