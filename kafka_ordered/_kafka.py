@@ -183,6 +183,18 @@ def group_reader(conn: Mapping[str, Any], group: str, **extra: Any) -> Consumer:
                      "enable.auto.offset.store": False, **extra})
 
 
+def raise_partition_error(group: str, answer: Iterable[TopicPartition]) -> None:
+    """Raise, translated (retriable as its code is), the error of the first
+    partition of a ``committed`` answer for ``group`` whose commit the
+    coordinator could not give: such a partition is never taken as one
+    without a commit."""
+    for tp in answer:
+        if tp.error is not None:
+            raise translate(KafkaException(tp.error),
+                            f"reading the committed offset of {tp.topic}[{tp.partition}] for group {group}",
+                            api="OffsetFetch")
+
+
 def _close_aside(client: Consumer) -> None:
     """Close ``client`` on a thread of its own: librdkafka's close of a
     consumer can take 100 ms and more, which the offset reader's worker
@@ -486,11 +498,12 @@ class OffsetReader:
         return Later(self._work().submit(self.start_offsets, list(tps), timeout))
 
     def group_commits(self, group: str, tps: Iterable[TP], timeout: Optional[float] = None) -> Later[Dict[TP, int]]:
-        """The commits of ``group`` on ``tps`` (partitions without one, or
-        whose commit the coordinator could not give, left out), read on the
-        reader's worker thread: returns at once (see
+        """The commits of ``group`` on ``tps`` (partitions without one left
+        out), read on the reader's worker thread: returns at once (see
         :class:`~kafka_ordered._ports.Later`). ``timeout``: seconds the read
-        may take (default: the reader's timeout).
+        may take (default: the reader's timeout). A partition whose commit
+        the coordinator could not give fails the read with its error (see
+        :func:`raise_partition_error`).
 
         Read by a :func:`group_reader` (one per group, kept until
         :meth:`close`, until the last consumer of the group calls
@@ -510,7 +523,8 @@ class OffsetReader:
             got = reader.committed(want, timeout=timeout)
         except KafkaException as e:
             raise translate(e, f"reading the commits of group {group}", api="OffsetFetch") from e
-        return {(r.topic, r.partition): r.offset for r in got if r.error is None and r.offset >= 0}
+        raise_partition_error(group, got)
+        return {(r.topic, r.partition): r.offset for r in got if r.offset >= 0}
 
     def use_group(self, group: str) -> None:
         """A consumer of ``group`` in this process reads the group's commits

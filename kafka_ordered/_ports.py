@@ -113,7 +113,9 @@ class ConsumerPort(Protocol):
         gating core reads other members' commits this way between fetches);
         the request gives up after ``timeout`` seconds. The answer raises a
         :class:`~kafka_ordered.errors.KafkaOrderedError` (retriable when the
-        cluster may answer later)."""
+        cluster may answer later), also when the commit of one partition
+        could not be given: a partition left out is one without a commit
+        (waits above none are this member's to announce and commit)."""
 
     def commit(self, offsets: Dict[TP, int], asynchronous: bool) -> Any:
         """Commit ``offsets`` for the group; returns the client's own result."""

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 
 from .. import _log
-from .._kafka import group_reader, partition_count, to_controller, topic_exists, wait_for_partitions
+from .._kafka import group_reader, partition_count, raise_partition_error, to_controller, topic_exists, wait_for_partitions
 from ..config import internal_config, split_config
 from ..errors import (
     BrokerUnavailableError,
@@ -720,11 +720,7 @@ class LayoutAdmin:
             res = self._group_reader(gid).committed(want, timeout=self.timeout)
         except KafkaException as e:
             raise translate(e, f"reading committed offsets of group {group}", api="OffsetFetch") from e
-        failed = [tp for tp in res if tp.error is not None]
-        if failed:
-            raise translate(KafkaException(failed[0].error),
-                            f"reading the committed offset of {failed[0].topic}[{failed[0].partition}] "
-                            f"for group {group}", api="OffsetFetch")
+        raise_partition_error(group, res)
         return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else -1) for tp in res}
 
     def _group_reader(self, group: str) -> Consumer:

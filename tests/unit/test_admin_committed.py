@@ -1,6 +1,7 @@
-"""``LayoutAdmin.committed`` reads a group's commits through a consumer of
-the group that never joins it (librdkafka's admin ListConsumerGroupOffsets
-crashes the process when the coordinator's broker dies; the integration test
+"""``LayoutAdmin.committed`` and the gates' ``OffsetReader.group_commits``
+read a group's commits through a consumer of the group that never joins it
+(librdkafka's admin ListConsumerGroupOffsets crashes the process when the
+coordinator's broker dies; the integration test
 ``test_reading_a_groups_commits_survives_its_coordinator_broker_dying``
 shows it). Here, against a stub consumer: what is returned, what is raised,
 what is closed."""
@@ -12,6 +13,7 @@ from typing import Any, List, Optional
 import pytest
 from confluent_kafka import KafkaError
 
+from kafka_ordered._kafka import OffsetReader
 from kafka_ordered.admin import LayoutAdmin
 from kafka_ordered.errors import KafkaOrderedError
 
@@ -59,3 +61,22 @@ def test_a_partitions_error_is_raised_never_read_as_no_commit() -> None:
     with pytest.raises(KafkaOrderedError, match=r"t\[1\] for group g") as e:
         _admin(reader).committed("g", [("t", 0), ("t", 1)])
     assert e.value.code == KafkaError.GROUP_AUTHORIZATION_FAILED and not e.value.retriable
+
+
+@pytest.mark.parametrize("code, retriable", [(KafkaError.TOPIC_AUTHORIZATION_FAILED, False),
+                                             (KafkaError.NOT_COORDINATOR, True)])
+def test_the_gates_read_raises_a_partitions_error_never_reads_it_as_no_commit(code: int, retriable: bool) -> None:
+    """A partition left out of the answer counts as one without a commit
+    (waits above -1 are then this member's to announce and commit: a commit
+    behind the group's). One whose commit the coordinator could not give
+    fails the read instead, retriable or not as its code is."""
+    stub = _Reader([_Answered(0, 17), _Answered(1, -1, KafkaError(code))])
+    reader = OffsetReader({"bootstrap.servers": "127.0.0.1:9"})
+    reader._group_readers["g"] = (stub, 0.0)  # type: ignore[assignment]
+    try:
+        with pytest.raises(KafkaOrderedError, match=r"t\[1\] for group g") as e:
+            reader.group_commits("g", [("t", 0), ("t", 1)], 3.0).result()
+        assert e.value.code == code and e.value.retriable is retriable
+        assert stub.asked == [([("t", 0), ("t", 1)], 3.0)]
+    finally:
+        reader.close()
