@@ -22,7 +22,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 
 from .. import _log
-from .._kafka import group_reader, partition_count, raise_partition_error, to_controller, topic_exists, wait_for_partitions
+from .._kafka import (
+    group_reader,
+    partition_count,
+    raise_partition_error,
+    to_controller,
+    topic_exists,
+    wait_for_partitions,
+)
 from ..config import internal_config, split_config
 from ..errors import (
     BrokerUnavailableError,
