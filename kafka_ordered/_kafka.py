@@ -183,16 +183,23 @@ def group_reader(conn: Mapping[str, Any], group: str, **extra: Any) -> Consumer:
                      "enable.auto.offset.store": False, **extra})
 
 
-def raise_partition_error(group: str, answer: Iterable[TopicPartition]) -> None:
-    """Raise, translated (retriable as its code is), the error of the first
-    partition of a ``committed`` answer for ``group`` whose commit the
-    coordinator could not give: such a partition is never taken as one
-    without a commit."""
-    for tp in answer:
+def read_group_commits(reader: Consumer, group: str, want: List[TopicPartition],
+                       timeout: float) -> List[TopicPartition]:
+    """``reader.committed(want)`` for ``group`` (``reader``: a
+    :func:`group_reader`), with a failure translated; a partition the
+    answer gives an error instead of a commit fails the read with that
+    error (retriable as its code is): it is never taken as one without a
+    commit."""
+    try:
+        got = reader.committed(want, timeout=timeout)
+    except KafkaException as e:
+        raise translate(e, f"reading the commits of group {group}", api="OffsetFetch") from e
+    for tp in got:
         if tp.error is not None:
             raise translate(KafkaException(tp.error),
                             f"reading the committed offset of {tp.topic}[{tp.partition}] for group {group}",
                             api="OffsetFetch")
+    return got
 
 
 def _close_aside(client: Consumer) -> None:
@@ -503,7 +510,7 @@ class OffsetReader:
         :class:`~kafka_ordered._ports.Later`). ``timeout``: seconds the read
         may take (default: the reader's timeout). A partition whose commit
         the coordinator could not give fails the read with its error (see
-        :func:`raise_partition_error`).
+        :func:`read_group_commits`).
 
         Read by a :func:`group_reader` (one per group, kept until
         :meth:`close`, until the last consumer of the group calls
@@ -519,11 +526,7 @@ class OffsetReader:
         reader = known[0] if known is not None else group_reader(self._conn, group,
                                                                   log_level=self._conn.get("log_level", 3))
         self._group_readers[group] = (reader, time.monotonic())
-        try:
-            got = reader.committed(want, timeout=timeout)
-        except KafkaException as e:
-            raise translate(e, f"reading the commits of group {group}", api="OffsetFetch") from e
-        raise_partition_error(group, got)
+        got = read_group_commits(reader, group, want, timeout)
         return {(r.topic, r.partition): r.offset for r in got if r.offset >= 0}
 
     def use_group(self, group: str) -> None:

@@ -25,7 +25,7 @@ from .. import _log
 from .._kafka import (
     group_reader,
     partition_count,
-    raise_partition_error,
+    read_group_commits,
     to_controller,
     topic_exists,
     wait_for_partitions,
@@ -723,11 +723,7 @@ class LayoutAdmin:
         lag every tick would meet."""
         gid = _args.group_id(group)
         want = [TopicPartition(t, p) for t, p in _args.topic_partitions(tps, "tps")]
-        try:
-            res = self._group_reader(gid).committed(want, timeout=self.timeout)
-        except KafkaException as e:
-            raise translate(e, f"reading committed offsets of group {group}", api="OffsetFetch") from e
-        raise_partition_error(group, res)
+        res = read_group_commits(self._group_reader(gid), group, want, self.timeout)
         return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else -1) for tp in res}
 
     def _group_reader(self, group: str) -> Consumer:
