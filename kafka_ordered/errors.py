@@ -36,6 +36,7 @@ __all__ = [
     "TopicNotManagedError",
     "TopicAlreadyManagedError",
     "BrokerUnavailableError",
+    "UnstableOffsetCommitError",
     "AuthenticationError",
     "UnsupportedBrokerApiError",
     "LayoutLogError",
@@ -122,6 +123,15 @@ class BrokerUnavailableError(KafkaOrderedError):
         "BROKER_NOT_AVAILABLE": 8, "COORDINATOR_NOT_AVAILABLE": 15,
         "COORDINATOR_LOAD_IN_PROGRESS": 14, "NOT_COORDINATOR": 16,  # the group coordinator moving
     }
+    retriable = True
+
+
+class UnstableOffsetCommitError(KafkaOrderedError):
+    """A group's commit of the partition waits on an open transaction
+    (``send_offsets_to_transaction``, KIP-447): it is not stable yet. Retriable:
+    a read after the transaction commits or aborts succeeds."""
+
+    codes = {"UNSTABLE_OFFSET_COMMIT": 88}
     retriable = True
 
 
@@ -348,7 +358,7 @@ def for_code(code: Optional[int]) -> Type[KafkaOrderedError]:
     """The :class:`KafkaOrderedError` subclass for a broker or librdkafka
     error ``code``: :class:`BrokerUnavailableError`, :class:`UnknownTopicError`,
     :class:`AuthenticationError`, :class:`UnsupportedBrokerApiError`, :class:`TopicAlreadyManagedError`,
-    :class:`PlacementError`, or :class:`KafkaOrderedError` itself for any
+    :class:`PlacementError`, :class:`UnstableOffsetCommitError`, or :class:`KafkaOrderedError` itself for any
     other code (and for ``None``)."""
     if code is None:
         return KafkaOrderedError

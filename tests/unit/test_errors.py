@@ -239,3 +239,16 @@ def test_translate_the_python_clients_errors(client: str) -> None:
         assert type(got) is BrokerUnavailableError and got.code is None and got.retriable, local
     other = translate(client_errors.IllegalStateError("no"), "reading")
     assert type(other) is KafkaOrderedError and "no" in str(other)
+
+
+def test_a_commit_pending_in_an_open_transaction_is_retriable() -> None:
+    """UNSTABLE_OFFSET_COMMIT (KIP-447): the group's commit waits on an open
+    transaction; Kafka calls it retriable, and a read once the transaction
+    ends succeeds. Its own class, from librdkafka's code and from
+    kafka-python's error alike."""
+    err = translate(KafkaException(KafkaError(KafkaError.UNSTABLE_OFFSET_COMMIT)), "reading the commits of group g")
+    assert type(err) is errors.UnstableOffsetCommitError and err.retriable
+    assert err.code == KafkaError.UNSTABLE_OFFSET_COMMIT and "check bootstrap.servers" not in str(err)
+    kafka_errors = pytest.importorskip("kafka.errors")
+    got = translate(kafka_errors.UnstableOffsetCommitError(), "reading the commits of group g")
+    assert type(got) is errors.UnstableOffsetCommitError and got.retriable
