@@ -64,7 +64,8 @@ def test_a_partitions_error_is_raised_never_read_as_no_commit() -> None:
 
 
 @pytest.mark.parametrize("code, retriable", [(KafkaError.TOPIC_AUTHORIZATION_FAILED, False),
-                                             (KafkaError.NOT_COORDINATOR, True)])
+                                             (KafkaError.NOT_COORDINATOR, True),
+                                             (KafkaError.UNSTABLE_OFFSET_COMMIT, True)])
 def test_the_gates_read_raises_a_partitions_error_never_reads_it_as_no_commit(code: int, retriable: bool) -> None:
     """A partition left out of the answer counts as one without a commit
     (waits above -1 are then this member's to announce and commit: a commit
