@@ -13,9 +13,42 @@ costs nothing between scrapes (a consumer's snapshot reads the end offsets of
 the partitions it owns: one request per scrape). Metric names follow
 Prometheus conventions; every series carries ``client_id`` (the client's
 ``client.id``, or one generated per client as Kafka's Java clients do), so
-two clients of one group in a process give two series:
+two clients of one group in a process give two series (an autoscaler's
+series carry no ``client_id``: they name its topic):
 
-================================================  =========  =============================================="""
+================================================  =========  =====================================================
+metric                                            type       labels
+================================================  =========  =====================================================
+``kafka_ordered_gates_closed``                    gauge      ``client_id``, ``group``, ``topic``, ``partition``
+``kafka_ordered_gate_held_seconds``               gauge      ``client_id``, ``group``, ``topic``, ``partition``
+``kafka_ordered_records_held_back``               gauge      ``client_id``, ``group``, ``topic``, ``partition``
+``kafka_ordered_gate_source_records_lag``         gauge      ``client_id``, ``group``, ``topic``, ``partition``,
+                                                             ``source_partition``
+``kafka_ordered_gate_source_records_lag_max``     gauge      ``client_id``, ``group``
+``kafka_ordered_records_lag``                     gauge      ``client_id``, ``group``, ``topic``, ``partition``
+``kafka_ordered_records_lag_max``                 gauge      ``client_id``, ``group``
+``kafka_ordered_gate_wait_seconds``               histogram  ``client_id``, ``group``
+``kafka_ordered_switch_pause_seconds``            summary    ``client_id``, ``producer``
+``kafka_ordered_records_buffered``                gauge      ``client_id``, ``producer``
+``kafka_ordered_layout_epoch``                    gauge      ``client_id``, ``topic``
+``kafka_ordered_layout_view_lag``                 gauge      ``client_id`` (records)
+``kafka_ordered_layout_view_age_seconds``         gauge      ``client_id``
+``kafka_ordered_autoscaler_rate``                 gauge      ``topic``, ``partition``, ``unit`` (per second)
+``kafka_ordered_autoscaler_decisions``            counter    ``topic``, ``kind``
+``kafka_ordered_autoscaler_last_decision``        gauge      ``topic`` (Unix seconds)
+``kafka_ordered_autoscaler_leader``               gauge      ``topic``, ``autoscaler`` (1 leader, 0 standby)
+================================================  =========  =====================================================
+
+``records_held_back``: records at or past a closed gate's start, waiting
+behind it (what ``kafka-ordered describe --group`` shows as "holding N
+record(s)"). ``gate_source_records_lag``: per source partition of a closed
+gate, records the group must still process there before the gate opens
+(wait offset - processed offset). ``records_lag`` / ``records_lag_max``:
+Kafka's consumer ``records-lag`` / ``records-lag-max``, log end - position
+of each owned partition and their maximum. ``autoscaler_rate``: the produce
+rate the autoscaler observed per undeleted partition, in records or bytes
+per second (``unit``).
+"""
 
 from __future__ import annotations
 

@@ -360,3 +360,22 @@ def test_prometheus_exports_the_autoscaler_metrics() -> None:
     assert 'kafka_ordered_autoscaler_decisions_total{kind="shrink",topic="orders"} 0.0' in text
     assert 'kafka_ordered_autoscaler_last_decision{topic="orders"} 1.7e+09' in text
     assert 'kafka_ordered_autoscaler_leader{autoscaler="autoscaler-a",topic="orders"} 1.0' in text
+
+
+def test_the_exporters_table_lists_every_metric_it_exports() -> None:
+    """The module docstring's table (a reStructuredText simple table: top
+    border, header, border, rows, bottom border) names every metric family
+    the collector yields, with its type."""
+    pytest.importorskip("prometheus_client")
+    import kafka_ordered.prometheus as prometheus
+
+    doc = prometheus.__doc__ or ""
+    lines = doc.splitlines()
+    borders = [i for i, line in enumerate(lines) if line.startswith("=====") and set(line) <= {"=", " "}]
+    assert len(borders) == 3, f"a simple table needs 3 border lines, found {len(borders)}"
+    assert len(lines[borders[0]]) == len(lines[borders[1]]) == len(lines[borders[2]])
+    rows = {line.split()[0].strip("`"): line for line in lines[borders[1] + 1:borders[2]] if line.startswith("``")}
+    families = list(prometheus.OrderedCollector().collect())
+    assert sorted(rows) == sorted(m.name for m in families)
+    for m in families:
+        assert rows[m.name].split()[1] == m.type, m.name
