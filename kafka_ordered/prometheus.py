@@ -34,7 +34,7 @@ metric                                            type       labels
 ``kafka_ordered_layout_view_lag``                 gauge      ``client_id`` (records)
 ``kafka_ordered_layout_view_age_seconds``         gauge      ``client_id``
 ``kafka_ordered_autoscaler_rate``                 gauge      ``topic``, ``partition``, ``unit`` (per second)
-``kafka_ordered_autoscaler_decisions``            counter    ``topic``, ``kind``
+``kafka_ordered_autoscaler_decisions_total``      counter    ``topic``, ``kind``
 ``kafka_ordered_autoscaler_last_decision``        gauge      ``topic`` (Unix seconds)
 ``kafka_ordered_autoscaler_leader``               gauge      ``topic``, ``autoscaler`` (1 leader, 0 standby)
 ================================================  =========  =====================================================
